@@ -1,0 +1,33 @@
+# The two commands of the README: `make run` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: run test setup setup-dev lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, from the pinned CPU build, so nothing later pulls CUDA wheels.
+	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e .
+	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	touch $(DEV_STAMP)
+
+setup: $(STAMP)
+setup-dev: $(DEV_STAMP)
+
+run: $(STAMP)
+	$(BIN)/gymflow run $(ARGS)
+
+test: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) mlruns .prefect .cache runs

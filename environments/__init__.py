@@ -1,0 +1,1 @@
+"""Environments: one folder per environment, each on gymflow's ResourcesServer base."""

@@ -1,0 +1,1 @@
+"""gymflow: the RLVR lifecycle for LLM agents."""

@@ -1,0 +1,84 @@
+"""Client for a resources server, in-process (ASGI, no sockets) or over HTTP.
+
+Every call has a timeout and a capped number of retries with exponential backoff; after that
+it raises ``GymflowError(ENV_UNAVAILABLE)`` instead of retrying forever. Answers with an
+``error`` body (4xx) are not retried: they are the server telling us what was wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from gymflow.failures import FailureKind, GymflowError
+from gymflow.task_record import Task
+
+
+class EnvClient:
+    def __init__(
+        self,
+        app: Any = None,
+        base_url: str | None = None,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+        backoff_s: float = 0.2,
+    ) -> None:
+        if (app is None) == (base_url is None):
+            raise ValueError("give exactly one of app (in-process) or base_url (HTTP)")
+        transport = httpx.ASGITransport(app=app) if app is not None else None
+        self._http = httpx.AsyncClient(
+            transport=transport, base_url=base_url or "http://env", timeout=timeout_s
+        )
+        self.retries, self.backoff_s = retries, backoff_s
+
+    async def __aenter__(self) -> EnvClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, method: str, path: str, payload: dict | None = None) -> Any:
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            try:
+                resp = await self._http.request(method, path, json=payload)
+            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                last = exc
+                if attempt < self.retries:
+                    await asyncio.sleep(self.backoff_s * 2**attempt)
+                continue
+            if resp.status_code >= 500 and attempt < self.retries:
+                last = RuntimeError(f"HTTP {resp.status_code}")
+                await asyncio.sleep(self.backoff_s * 2**attempt)
+                continue
+            data = resp.json()
+            if resp.status_code >= 400:
+                err = data.get("error", {}) if isinstance(data, dict) else {}
+                kind = FailureKind(err.get("kind", FailureKind.BAD_REQUEST))
+                raise GymflowError(kind, f"{path}: {err.get('message', resp.text)}")
+            return data
+        raise GymflowError(
+            FailureKind.ENV_UNAVAILABLE,
+            f"{path} failed after {self.retries + 1} attempts: {type(last).__name__}: {last}",
+        )
+
+    async def seed_session(self, task: Task, session_id: str | None = None) -> str:
+        payload = {"task": task.model_dump(), "session_id": session_id}
+        return (await self.request("POST", "/seed_session", payload))["session_id"]
+
+    async def call_tool(self, session_id: str, name: str, arguments: dict) -> dict:
+        return await self.request("POST", f"/tools/{name}", {"session_id": session_id, "arguments": arguments})
+
+    async def verify(self, session_id: str, items: list[dict]) -> dict:
+        return await self.request("POST", "/verify", {"session_id": session_id, "items": items})
+
+    async def close_session(self, session_id: str) -> bool:
+        return (await self.request("POST", "/close_session", {"session_id": session_id}))["closed"]
+
+    async def tools(self) -> list[dict]:
+        return await self.request("GET", "/tools")

@@ -1,0 +1,77 @@
+"""The base every environment subclasses: tools, a task generator, a pure verifier, probes.
+
+An environment is a class with
+
+* ``tools()`` — typed callables (see :mod:`gymflow.tool_schema`); one that takes a ``session``
+  argument gets the session's state, so tools may read and change per-session resources;
+* ``generate(n, seed)`` — deterministic task drafts ``(prompt, ground_truth)``;
+* ``verify(task, items)`` — the pure scoring function wrapped by the server's ``/verify``;
+* ``gold_text(task)`` — what a perfect policy writes (demonstrations, profiling, self-check);
+* ``probes(task)`` — adversarial answers with the highest reward each may get.
+
+The resources server (:mod:`gymflow.resources_server`) serves any subclass over ASGI.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+from gymflow.scoring import Score
+from gymflow.task_record import Task
+from gymflow.tool_schema import ToolSpec, tool_spec
+
+
+@dataclass(frozen=True)
+class TaskDraft:
+    """A generated task before ids and splits are assigned."""
+
+    prompt: list[dict]
+    ground_truth: dict
+    seed: int
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An adversarial answer: ``text`` must not score above ``max_reward``."""
+
+    name: str
+    text: str
+    max_reward: float
+
+
+class Environment(ABC):
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    max_turns: ClassVar[int] = 1
+    """Model turns per episode; a single-call environment ends after the first turn."""
+
+    @abstractmethod
+    def tools(self) -> list[Callable[..., Any]]: ...
+
+    @abstractmethod
+    def generate(self, n: int, seed: int) -> list[TaskDraft]: ...
+
+    @abstractmethod
+    def verify(self, task: Task, items: list[dict]) -> Score: ...
+
+    @abstractmethod
+    def gold_text(self, task: Task) -> str: ...
+
+    def probes(self, task: Task) -> list[Probe]:
+        return []
+
+    def new_state(self, task: Task) -> Any:
+        """Per-session state handed to tools that take ``session``; none by default."""
+        return None
+
+    @cached_property
+    def tool_specs(self) -> dict[str, ToolSpec]:
+        return {spec.name: spec for spec in map(tool_spec, self.tools())}
+
+    @property
+    def tool_schemas(self) -> list[dict]:
+        return [spec.schema for spec in self.tool_specs.values()]
