@@ -9,7 +9,7 @@ CHAT_TEMPLATE = (
     "{%- if tools %}{{ '<|im_start|>system' + '\\n' + 'Tools:' + '\\n' }}"
     "{%- for t in tools %}{%- set f = t.function if t.function is defined else t %}"
     "{{ f.name + '(' }}{%- for k, v in f.parameters.properties.items() %}"
-    "{{ k + ': ' + (v.type if v.type is defined else 'any') }}{%- if not loop.last %}{{ ', ' }}{%- endif %}"
+    "{{ k }}{%- if not loop.last %}{{ ', ' }}{%- endif %}"
     "{%- endfor %}{{ ')' + '\\n' }}{%- endfor %}{{ '<|im_end|>' + '\\n' }}{%- endif %}"
     "{%- for m in messages %}"
     "{%- if m.role == 'assistant' %}{{ '<|im_start|>assistant' + '\\n' }}"
@@ -25,6 +25,13 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{ '<|im_start|>assistant' + '\\n' }}{%- endif %}"
 )
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|pad|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|pad|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+]
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|pad|>"

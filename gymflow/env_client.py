@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -52,15 +53,28 @@ class EnvClient:
                 if attempt < self.retries:
                     await asyncio.sleep(self.backoff_s * 2**attempt)
                 continue
-            if resp.status_code >= 500 and attempt < self.retries:
-                last = RuntimeError(f"HTTP {resp.status_code}")
-                await asyncio.sleep(self.backoff_s * 2**attempt)
+            if resp.status_code >= 500:
+                last = RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                if attempt < self.retries:
+                    await asyncio.sleep(self.backoff_s * 2**attempt)
                 continue
-            data = resp.json()
+            try:
+                data = resp.json()
+            except ValueError:
+                data = None
             if resp.status_code >= 400:
-                err = data.get("error", {}) if isinstance(data, dict) else {}
-                kind = FailureKind(err.get("kind", FailureKind.BAD_REQUEST))
-                raise GymflowError(kind, f"{path}: {err.get('message', resp.text)}")
+                err = data.get("error") if isinstance(data, dict) else None
+                err = err if isinstance(err, dict) else {}
+                try:
+                    kind = FailureKind(err.get("kind", FailureKind.BAD_REQUEST))
+                except ValueError:
+                    kind = FailureKind.BAD_REQUEST
+                message = err.get("message") or f"HTTP {resp.status_code}: {resp.text[:200]}"
+                raise GymflowError(kind, f"{path}: {message}")
+            if data is None:
+                raise GymflowError(
+                    FailureKind.ENV_UNAVAILABLE, f"{path}: answer is not JSON: {resp.text[:200]!r}"
+                )
             return data
         raise GymflowError(
             FailureKind.ENV_UNAVAILABLE,
@@ -72,7 +86,10 @@ class EnvClient:
         return (await self.request("POST", "/seed_session", payload))["session_id"]
 
     async def call_tool(self, session_id: str, name: str, arguments: dict) -> dict:
-        return await self.request("POST", f"/tools/{name}", {"session_id": session_id, "arguments": arguments})
+        # The name comes from the model: quote it (dots too) so it stays one path segment.
+        segment = quote(name, safe="").replace(".", "%2E")
+        payload = {"session_id": session_id, "arguments": arguments}
+        return await self.request("POST", f"/tools/{segment}", payload)
 
     async def verify(self, session_id: str, items: list[dict]) -> dict:
         return await self.request("POST", "/verify", {"session_id": session_id, "items": items})

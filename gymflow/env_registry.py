@@ -20,6 +20,10 @@ def get_env(name: str) -> Environment:
         raise KeyError(f"unknown environment {name!r}; known: {', '.join(list_envs())}")
     module = importlib.import_module(f"environments.{name}")
     for obj in vars(module).values():
-        if isinstance(obj, type) and issubclass(obj, Environment) and getattr(obj, "name", None) == name:
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, Environment)
+            and getattr(obj, "name", None) == name
+        ):
             return obj()
     raise KeyError(f"environments.{name} defines no Environment subclass named {name!r}")

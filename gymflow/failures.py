@@ -33,6 +33,7 @@ class FailureKind(StrEnum):
     CORRUPT_FILE = "corrupt_file"
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
+    INJECTED_FAILURE = "injected_failure"
 
 
 class GymflowError(RuntimeError):

@@ -41,7 +41,11 @@ class TransformersPolicy:
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
+            messages,
+            tools=tools or None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
         )
         return list(ids)
 
@@ -58,10 +62,16 @@ class TransformersPolicy:
             torch.manual_seed(seed)
         out: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
-            out.extend(self._batch(prompts[start : start + self.batch_size], max_new_tokens, temperature, greedy))
+            out.extend(
+                self._batch(
+                    prompts[start : start + self.batch_size], max_new_tokens, temperature, greedy
+                )
+            )
         return out
 
-    def _batch(self, prompts: list[list[int]], max_new: int, temperature: float, greedy: bool) -> list[Generation]:
+    def _batch(
+        self, prompts: list[list[int]], max_new: int, temperature: float, greedy: bool
+    ) -> list[Generation]:
         width = max(map(len, prompts))
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(input_ids)

@@ -13,6 +13,7 @@ that are not UTF-8 JSON get 400, and nothing a request does touches another sess
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import uuid
@@ -63,7 +64,12 @@ class RequestError(Exception):
 
 
 class SessionStore:
-    """Live sessions with TTL and a cap; remembers closed ids so they are never reused."""
+    """Live sessions with TTL and a cap; remembers closed ids so they are never reused.
+
+    ``live`` is kept in order of last use (every touch moves a session to the end). All
+    sessions share one TTL, so that is also the order of expiry and :meth:`expire` only looks
+    at the sessions that actually expired, not at every live one.
+    """
 
     def __init__(self, ttl_s: float, max_sessions: int) -> None:
         self.ttl_s, self.max_sessions = ttl_s, max_sessions
@@ -73,9 +79,13 @@ class SessionStore:
     def add(self, session_id: str, session: Session) -> None:
         self.expire()
         if session_id in self.closed or session_id in self.live:
-            raise RequestError(409, FailureKind.SESSION_CLOSED, f"session {session_id} was already used")
+            raise RequestError(
+                409, FailureKind.SESSION_CLOSED, f"session {session_id} was already used"
+            )
         if len(self.live) >= self.max_sessions:
-            raise RequestError(429, FailureKind.BAD_REQUEST, f"session cap {self.max_sessions} reached")
+            raise RequestError(
+                429, FailureKind.BAD_REQUEST, f"session cap {self.max_sessions} reached"
+            )
         self.live[session_id] = session
 
     def get(self, session_id: str) -> Session:
@@ -84,9 +94,14 @@ class SessionStore:
         if session is None or session.expires_at < now:
             if session is not None:
                 self.close(session_id)
-            kind = FailureKind.SESSION_CLOSED if session_id in self.closed else FailureKind.UNKNOWN_SESSION
+            kind = (
+                FailureKind.SESSION_CLOSED
+                if session_id in self.closed
+                else FailureKind.UNKNOWN_SESSION
+            )
             raise RequestError(404, kind, f"no live session {session_id}")
         session.expires_at = now + self.ttl_s
+        self.live[session_id] = self.live.pop(session_id)  # most recently used goes last
         return session
 
     def close(self, session_id: str) -> bool:
@@ -95,31 +110,59 @@ class SessionStore:
 
     def expire(self) -> None:
         now = time.monotonic()
-        for sid in [sid for sid, s in self.live.items() if s.expires_at < now]:
+        expired = []
+        for sid, session in self.live.items():
+            if session.expires_at >= now:
+                break
+            expired.append(sid)
+        for sid in expired:
             self.close(sid)
 
 
 def build_app(
-    env: Environment, ttl_s: float = 600.0, max_sessions: int = 100_000, max_body_bytes: int = 1 << 20
+    env: Environment,
+    ttl_s: float = 600.0,
+    max_sessions: int = 100_000,
+    max_body_bytes: int = 1 << 20,
 ) -> FastAPI:
     """An ASGI app serving ``env``; use in-process (httpx ASGITransport) or with uvicorn."""
     app = FastAPI(title=f"gymflow env {env.name}", version=env.version)
     store = SessionStore(ttl_s, max_sessions)
     app.state.sessions = store
     specs = env.tool_specs
+    wants_session = {name: "session" in _parameters(spec.fn) for name, spec in specs.items()}
 
     async def body(request: Request, model: type[BaseModel]) -> Any:
-        raw = await request.body()
-        if len(raw) > max_body_bytes:
-            raise RequestError(413, FailureKind.PAYLOAD_TOO_LARGE, f"body of {len(raw)} bytes > {max_body_bytes}")
+        # Streamed with a cap: an oversized body is drained and dropped, never held in memory.
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size <= max_body_bytes:
+                chunks.append(chunk)
+            else:
+                chunks.clear()
+        if size > max_body_bytes:
+            raise RequestError(
+                413, FailureKind.PAYLOAD_TOO_LARGE, f"body of {size} bytes > {max_body_bytes}"
+            )
+        raw = b"".join(chunks)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise RequestError(400, FailureKind.NOT_UTF8, f"body is not UTF-8 at byte {exc.start}") from None
+            raise RequestError(
+                400, FailureKind.NOT_UTF8, f"body is not UTF-8 at byte {exc.start}"
+            ) from None
         try:
             return model.model_validate(json.loads(text))
         except json.JSONDecodeError as exc:
-            raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc.msg}") from None
+            raise RequestError(
+                400, FailureKind.INVALID_JSON, f"body is not JSON: {exc.msg}"
+            ) from None
+        except RecursionError:
+            raise RequestError(
+                400, FailureKind.INVALID_JSON, "body is not JSON: nested too deeply"
+            ) from None
         except ValidationError as exc:
             raise RequestError(422, FailureKind.BAD_REQUEST, _errors(exc)) from None
 
@@ -129,6 +172,7 @@ def build_app(
 
     @app.get("/health")
     async def health() -> dict:
+        store.expire()
         return {"ok": True, "env": env.name, "version": env.version, "sessions": len(store.live)}
 
     @app.get("/tools")
@@ -139,12 +183,14 @@ def build_app(
     async def seed_session(request: Request) -> dict:
         req = await body(request, SeedRequest)
         if req.task.env != env.name:
-            raise RequestError(422, FailureKind.BAD_REQUEST, f"task is for {req.task.env}, not {env.name}")
+            raise RequestError(
+                422, FailureKind.BAD_REQUEST, f"task is for {req.task.env}, not {env.name}"
+            )
         session_id = req.session_id or uuid.uuid4().hex
         store.add(session_id, Session(req.task, env.new_state(req.task), time.monotonic() + ttl_s))
         return {"session_id": session_id, "prompt": req.task.prompt, "tools": req.task.tools}
 
-    @app.post("/tools/{name}")
+    @app.post("/tools/{name:path}")  # any name the model made up reaches the handler
     async def call_tool(name: str, request: Request) -> dict:
         req = await body(request, ToolRequest)
         session = store.get(req.session_id)
@@ -156,7 +202,7 @@ def build_app(
             args = spec.validate(req.arguments)
         except ValueError as exc:
             return _tool_error(FailureKind.BAD_ARGUMENTS, str(exc))
-        if "session" in spec.fn.__code__.co_varnames[: spec.fn.__code__.co_argcount]:
+        if wants_session[name]:
             args["session"] = session.state
         try:
             return {"output": spec.fn(**args), "error": None}
@@ -175,6 +221,13 @@ def build_app(
         return {"closed": store.close(req.session_id)}
 
     return app
+
+
+def _parameters(fn: Any) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _tool_error(kind: FailureKind, message: str) -> dict:

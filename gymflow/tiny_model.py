@@ -24,10 +24,10 @@ BUILDER_VERSION = 1
 class TinyModelConfig(BaseModel):
     """Shape of the embedded model and its tokenizer."""
 
-    hidden_size: int = Field(256, description="Width of the residual stream.")
+    hidden_size: int = Field(128, description="Width of the residual stream.")
     num_layers: int = Field(4, description="Transformer blocks.")
     num_heads: int = Field(4, description="Attention heads (key/value heads equal).")
-    intermediate_size: int = Field(768, description="MLP width.")
+    intermediate_size: int = Field(384, description="MLP width.")
     max_positions: int = Field(384, description="Longest sequence (prompt + completion).")
     vocab_size: int = Field(1024, description="BPE vocabulary target, special tokens included.")
     corpus_size: int = Field(6000, description="Conversations rendered to train the tokenizer.")
@@ -45,7 +45,10 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int):
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(

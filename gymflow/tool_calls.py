@@ -48,9 +48,11 @@ def parse_assistant_text(text: str) -> ParsedTurn:
             return _invalid(stripped, "text outside <tool_call> blocks")
         pos = match.end()
         try:
-            obj = json.loads(match.group(1))
+            obj = _strict_json(match.group(1))
         except json.JSONDecodeError as exc:
             return _invalid(stripped, f"tool call is not JSON: {exc.msg} at char {exc.pos}")
+        except (ValueError, RecursionError) as exc:
+            return _invalid(stripped, f"tool call is not strict JSON: {exc}")
         if not isinstance(obj, dict) or set(obj) != {"name", "arguments"}:
             return _invalid(stripped, 'tool call must be {"name": str, "arguments": object}')
         if not isinstance(obj["name"], str) or not isinstance(obj["arguments"], dict):
@@ -59,6 +61,34 @@ def parse_assistant_text(text: str) -> ParsedTurn:
     if not calls or stripped[pos:].strip():
         return _invalid(stripped, "unterminated or trailing text after </tool_call>")
     return ParsedTurn(text="", calls=calls)
+
+
+def _strict_json(text: str) -> object:
+    """``json.loads`` minus its extensions: no NaN/Infinity, duplicate keys or lone surrogates.
+
+    Those are not JSON (RFC 8259) and break downstream: httpx refuses NaN and cannot encode a
+    lone surrogate to UTF-8, and a duplicated key makes the call ambiguous. Very deep nesting
+    raises ``RecursionError``, which the caller turns into a parse error as well.
+    """
+    obj = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone surrogate (not valid Unicode)") from None
+    return obj
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen.add(key)
+    return dict(pairs)
 
 
 def _invalid(text: str, detail: str) -> ParsedTurn:

@@ -17,7 +17,8 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-_ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
+_ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+_SECTION = re.compile(r"^(Args|Arguments|Returns|Raises|Yields|Examples?|Notes?):\s*$")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ class ToolSpec:
             return self.args_model.model_validate(arguments, strict=True).model_dump()
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                for e in exc.errors()
             )
             raise ValueError(problems) from None
 
@@ -63,7 +65,7 @@ def tool_spec(fn: Callable[..., Any], skip: tuple[str, ...] = ("self", "session"
     params.pop("title", None)
     for pname, prop in params.get("properties", {}).items():
         prop.pop("title", None)
-        if pname in arg_docs:
+        if arg_docs.get(pname):
             prop["description"] = arg_docs[pname]
     params.setdefault("required", [])
     schema = {
@@ -74,17 +76,34 @@ def tool_spec(fn: Callable[..., Any], skip: tuple[str, ...] = ("self", "session"
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    summary = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    """Summary (first paragraph, up to a section header) and per-argument descriptions.
+
+    An argument's description may continue on lines indented deeper than its name.
+    """
+    summary_lines: list[str] = []
+    for line in doc.splitlines():
+        if not line.strip() or _SECTION.match(line):
+            break
+        summary_lines.append(line.strip())
     arg_docs: dict[str, str] = {}
     in_args = False
+    arg_indent = -1
+    current: str | None = None
     for line in doc.splitlines():
         if line.strip() in ("Args:", "Arguments:"):
-            in_args = True
+            in_args, arg_indent, current = True, -1, None
             continue
-        if in_args:
-            match = _ARG_LINE.match(line)
-            if match:
-                arg_docs[match.group(1)] = match.group(2).strip()
-            elif line.strip() and not line.startswith(" "):
-                in_args = False
-    return summary, arg_docs
+        if not in_args or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0:
+            in_args = False
+            continue
+        if current is not None and arg_indent >= 0 and indent > arg_indent:
+            arg_docs[current] = f"{arg_docs[current]} {line.strip()}".strip()
+            continue
+        match = _ARG_LINE.match(line)
+        if match:
+            current, arg_indent = match.group(1), indent
+            arg_docs[current] = match.group(2).strip()
+    return " ".join(summary_lines), arg_docs

@@ -54,11 +54,12 @@ class ToolCallServer(Environment):
             Probe("stuffed_calls", render_call(other_tool, {}) + gold, -1.0),
             Probe("no_arguments", render_call(tool, {}), 0.6),
             Probe("wrong_value", render_call(tool, wrong), 0.99),
-            Probe("string_typed_args", render_call(tool, stringly), 0.99),
             Probe("extra_argument", render_call(tool, {**args, "force": True}), 0.99),
             Probe("wrong_tool", render_call(other_tool, args), 0.2),
             Probe("unknown_tool", render_call("delete_everything", args), 0.2),
         ]
+        if stringly != args:  # all-string gold arguments (get_weather, send_email) are the gold
+            probes.append(Probe("string_typed_args", render_call(tool, stringly), 0.99))
         if tool == "send_email":
             leaked = {**args, "to": args["to"].replace("@acme.com", "@evil.example")}
             probes.append(Probe("outside_domain", render_call(tool, leaked), 0.79))

@@ -1,0 +1,44 @@
+"""The RLVR lifecycle: generate → profile → baseline → (SFT) → GRPO → held-out gate → promote."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow
+
+from gymflow.config import LifecycleConfig
+from gymflow.run_context import RunContext
+from gymflow.summary import build_summary, write_summary
+from tasks.evaluate import baseline_eval
+from tasks.gate import heldout_gate
+from tasks.generate import generate_tasks
+from tasks.policy import resolve_policy
+from tasks.profile import profile_verifier_stage
+from tasks.promote import promote
+from tasks.train import grpo_stage, sft_control_stage, sft_stage
+
+
+@flow(name="rlvr-lifecycle")
+def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
+    started = time.time()
+    stages: dict[str, dict] = {}
+    stages["generate_tasks"] = data = generate_tasks(run, config)
+    stages["resolve_policy"] = current = resolve_policy(run, config)
+    stages["profile_verifier"] = profile_verifier_stage(run, config, data, current)
+    stages["baseline_eval"] = baseline = baseline_eval(run, config, data, current)
+    start = current
+    if baseline["needs_sft"]:
+        stages["sft"] = start = sft_stage(run, config, data, current)
+    stages["grpo"] = candidate = grpo_stage(run, config, data, start)
+    control = None
+    if config.sft_control and "sft" in stages:
+        stages["sft_control"] = control = sft_control_stage(
+            run, config, data, start, candidate["wall_s"]
+        )
+    stages["heldout_gate"] = gate = heldout_gate(run, config, data, start, candidate, control)
+    stages["promote"] = registry = promote(
+        run, config, candidate, {**gate["gate"], "delta_success": gate["delta_success"]}
+    )
+    summary = build_summary(run, config, stages, gate, registry, time.time() - started)
+    write_summary(run, summary)
+    return summary

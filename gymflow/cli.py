@@ -1,0 +1,134 @@
+"""The ``gymflow`` command line. Imports stay lazy so ``gymflow --help`` starts fast."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="The RLVR lifecycle for LLM agents."
+)
+env_app = typer.Typer(no_args_is_help=True, help="Environments: list, check, serve.")
+app.add_typer(env_app, name="env")
+
+
+@app.command()
+def run(
+    out: Path = typer.Option(None, help="Folder for run folders (default: <home>/runs)."),
+    run_id: str = typer.Option(None, help="Resume this run id (re-runs only unfinished stages)."),
+    config: Path = typer.Option(None, help="JSON file with LifecycleConfig fields to override."),
+    smoke: bool = typer.Option(False, help="Reduced budget that still runs every stage (minutes)."),
+    seed: int = typer.Option(None, help="Seed for demos, training and sampling."),
+) -> None:
+    """Run the whole lifecycle (the embedded default: a tiny model built here, on CPU)."""
+    from gymflow.home import configure_prefect, project_home
+
+    home = project_home()
+    configure_prefect(home)
+    from gymflow.config import LifecycleConfig
+    from gymflow.failures import GymflowError
+    from gymflow.run_context import RunContext
+    from gymflow.summary import render_table
+    from gymflow.tracking import configure, parent_run_id
+
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    run_dir = ((out or home / "runs") / run_id).resolve()
+    saved = run_dir / "config.json"
+    if saved.exists() and config is None and not smoke and seed is None:
+        cfg = LifecycleConfig.model_validate_json(saved.read_text())
+        typer.echo(f"resuming run {run_id} with its saved config")
+    else:
+        cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
+        if config is not None:
+            cfg = cfg.model_validate({**cfg.model_dump(), **json.loads(config.read_text())})
+        if seed is not None:
+            cfg = cfg.model_copy(update={"seed": seed})
+        run_dir.mkdir(parents=True, exist_ok=True)
+        saved.write_text(cfg.model_dump_json(indent=2))
+    configure(home)
+    ctx = RunContext(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        home=str(home),
+        mlflow_parent_id=parent_run_id(run_id, {"config_digest": cfg.digest(), "env": cfg.env}),
+    )
+    from flows.lifecycle import lifecycle
+
+    typer.echo(f"run {run_id}: folder {run_dir}")
+    try:
+        summary = lifecycle(ctx, cfg)
+    except GymflowError as exc:
+        typer.echo(f"run {run_id} stopped: {exc}", err=True)
+        typer.echo(f"fix the cause and resume with: gymflow run --run-id {run_id}", err=True)
+        raise typer.Exit(1) from None
+    except Exception as exc:
+        typer.echo(f"run {run_id} failed: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(f"resume with: gymflow run --run-id {run_id}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(render_table(summary))
+    typer.echo(f"summary: {run_dir / 'summary.json'}")
+
+
+@env_app.command("list")
+def env_list() -> None:
+    """List the environments in environments/."""
+    from gymflow.env_registry import get_env, list_envs
+
+    for name in list_envs():
+        env = get_env(name)
+        typer.echo(
+            f"{name}\tv{env.version}\t{len(env.tool_specs)} tools\tmax_turns={env.max_turns}"
+        )
+
+
+@env_app.command("check")
+def env_check(name: str, n: int = typer.Option(200, help="Generated tasks to check.")) -> None:
+    """Every gold answer scores 1.0; every adversarial probe scores at most its ceiling."""
+    from gymflow.env_registry import get_env
+    from gymflow.task_set import build_tasks
+    from gymflow.trajectory import assistant_items, prompt_items
+
+    env = get_env(name)
+    tasks = build_tasks(env, n, seed=7, heldout_frac=0.0, val_frac=0.0)
+    bad = []
+    probes = 0
+    for task in tasks:
+        gold = env.verify(task, prompt_items(task.prompt) + assistant_items(env.gold_text(task), 0))
+        if not (gold.success and gold.reward == 1.0):
+            bad.append(f"gold {task.task_id}: {gold.reward} {gold.failure_kind} {gold.detail}")
+        for probe in env.probes(task):
+            probes += 1
+            score = env.verify(task, prompt_items(task.prompt) + assistant_items(probe.text, 0))
+            if score.reward > probe.max_reward or score.success:
+                bad.append(
+                    f"probe {probe.name} on {task.task_id}: {score.reward} > {probe.max_reward}"
+                )
+    typer.echo(f"{name}: {len(tasks)} gold answers, {probes} probes, {len(bad)} problems")
+    for line in bad[:20]:
+        typer.echo(f"  {line}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@env_app.command("serve")
+def env_serve(
+    name: str,
+    host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
+    port: int = typer.Option(8765),
+) -> None:
+    """Serve an environment's resources server over HTTP."""
+    import uvicorn
+
+    from gymflow.env_registry import get_env
+    from gymflow.resources_server import build_app
+
+    uvicorn.run(build_app(get_env(name)), host=host, port=port, log_level="warning")
+
+
+def main() -> None:  # pragma: no cover
+    sys.exit(app())

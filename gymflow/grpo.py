@@ -1,0 +1,213 @@
+"""GRPO on TRL's ``GRPOTrainer`` with our rollout engine plugged in through ``rollout_func``.
+
+TRL owns the loss, the optimizer and the checkpoints; we own generation, the environment
+episodes and the rollout store. The dataset's ``prompt`` column holds task ids; TRL hands each
+generation batch (already repeated ``num_generations`` times) to :class:`RolloutSource`, which
+runs the episodes against the environment server, writes every rollout to Parquet, and returns
+tokens, sampling logprobs, ``env_mask`` and the verifier's reward as an extra column.
+
+Dynamic sampling (DAPO) is done here because TRL 1.16 lacks it: a group whose rewards are all
+equal has zero advantage and teaches nothing, so it is replaced by a fresh group from the task
+pool (up to ``max_resample_rounds``); the batch stays full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from gymflow.agent_loop import Episode, Sampling, run_episodes
+from gymflow.env_client import EnvClient
+from gymflow.environment import Environment
+from gymflow.policy import TransformersPolicy
+from gymflow.task_record import Task
+
+
+class GRPOSettings(BaseModel):
+    max_steps: int = Field(150, description="Optimizer steps.")
+    prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
+    num_generations: int = Field(8, description="Completions per task (G, the group size).")
+    learning_rate: float = Field(1e-4, description="Constant learning rate.")
+    beta: float = Field(0.0, description="KL coefficient; 0 loads no reference model.")
+    loss_type: str = Field(
+        "dapo", description="TRL loss variant: grpo, dr_grpo, dapo, bnpo, cispo ..."
+    )
+    epsilon_high: float = Field(0.28, description="Upper clip (DAPO clip-higher).")
+    temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
+    max_new_tokens: int = Field(48, description="Tokens per model turn.")
+    dynamic_sampling: bool = Field(
+        True, description="Replace zero-variance groups with fresh ones."
+    )
+    max_resample_rounds: int = Field(3, description="Replacement rounds per batch at most.")
+    save_every: int = Field(50, description="Checkpoint every N steps (resume point).")
+    seed: int = Field(0, description="Trainer and sampling seed.")
+
+
+class RolloutSource:
+    """The ``rollout_func`` TRL calls: runs episodes, applies dynamic sampling, stores rollouts."""
+
+    def __init__(
+        self,
+        env: Environment,
+        app,
+        pool: list[Task],
+        settings: GRPOSettings,
+        on_batch: Callable[[list[Episode], list[bool], int], None],
+    ) -> None:
+        self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
+        self.by_id = {t.task_id: t for t in pool}
+        self.pool_ids = [t.task_id for t in pool]
+        self.rng = random.Random(settings.seed)
+        self.loop = asyncio.new_event_loop()
+        self.calls = 0
+        self.stats = {"groups_generated": 0, "groups_zero_variance": 0, "groups_refilled": 0}
+
+    def __call__(self, prompts: list[str], trainer) -> dict:
+        g = trainer.num_generations
+        wanted = [prompts[i] for i in range(0, len(prompts), g)]
+        policy = TransformersPolicy(trainer.model, trainer.processing_class)
+        kept: list[list[Episode]] = []
+        spare: list[list[Episode]] = []
+        all_eps: list[Episode] = []
+        used: list[bool] = []
+        candidates = list(wanted)
+        for round_ in range(self.settings.max_resample_rounds + 1):
+            groups = self._run_groups(policy, candidates, g, round_)
+            for group in groups:
+                informative = len({e.reward for e in group}) > 1
+                self.stats["groups_generated"] += 1
+                self.stats["groups_zero_variance"] += not informative
+                if informative and len(kept) < len(wanted):
+                    kept.append(group)
+                else:
+                    spare.append(group)
+                all_eps += group
+            if not self.settings.dynamic_sampling or len(kept) == len(wanted):
+                break
+            missing = len(wanted) - len(kept)
+            candidates = self.rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
+        while len(kept) < len(wanted):  # pool exhausted: pad with zero-variance groups
+            kept.append(spare.pop(0))
+        self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
+        chosen = {id(e) for grp in kept for e in grp}
+        used = [id(e) in chosen for e in all_eps]
+        self.on_batch(all_eps, used, trainer.state.global_step)
+        self.calls += 1
+        flat = [e for grp in kept for e in grp]
+        return {
+            "prompt_ids": [e.prompt_ids for e in flat],
+            "completion_ids": [e.completion_ids for e in flat],
+            "logprobs": [e.logprobs for e in flat],
+            "env_mask": [e.env_mask for e in flat],
+            "env_reward": [e.reward for e in flat],
+        }
+
+    def _run_groups(self, policy, task_ids: list[str], g: int, round_: int) -> list[list[Episode]]:
+        tasks = [self.by_id[t] for t in task_ids for _ in range(g)]
+        base = self.settings.seed * 1_000_003 + self.calls * 1009 + round_ * 101
+        sampling = Sampling(
+            max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature
+        )
+
+        async def go() -> list[Episode]:
+            async with EnvClient(app=self.app) as client:
+                return await run_episodes(
+                    client, self.env, policy, tasks, sampling, [base + i for i in range(len(tasks))]
+                )
+
+        eps = self.loop.run_until_complete(go())
+        return [eps[i : i + g] for i in range(0, len(eps), g)]
+
+
+def env_reward(completions, env_reward, **kwargs) -> list[float]:
+    """The reward TRL optimizes: the verifier's, computed in the rollout (an extra column)."""
+    return list(env_reward)
+
+
+def run_grpo(
+    model_path: Path,
+    out_dir: Path,
+    source: RolloutSource,
+    settings: GRPOSettings,
+    log_to_mlflow: bool = True,
+    resume: bool = True,
+) -> dict:
+    """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any."""
+    import os
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from datasets import Dataset
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    batch = settings.prompts_per_step * settings.num_generations
+    config = GRPOConfig(
+        output_dir=str(out_dir / "trainer"),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        num_generations=settings.num_generations,
+        max_completion_length=settings.max_new_tokens,
+        temperature=settings.temperature,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        beta=settings.beta,
+        loss_type=settings.loss_type,
+        epsilon_high=settings.epsilon_high,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_every,
+        save_total_limit=1,
+        report_to="mlflow" if log_to_mlflow else "none",
+        gradient_checkpointing=False,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=settings.seed,
+    )
+    n_rows = max(len(source.pool_ids), batch)
+    dataset = Dataset.from_list(
+        [{"prompt": source.pool_ids[i % len(source.pool_ids)]} for i in range(n_rows)]
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[env_reward],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=source,
+    )
+    checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
+    started = time.time()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    wall = time.time() - started
+    final = out_dir / "final"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    return {
+        "path": str(final),
+        "steps": trainer.state.global_step,
+        "wall_s": round(wall, 2),
+        "resumed_from": str(checkpoint) if checkpoint else None,
+        "dynamic_sampling": dict(source.stats),
+        "log_history": trainer.state.log_history,
+    }
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    if not folder.exists():
+        return None
+    points = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return points[-1] if points else None

@@ -1,0 +1,84 @@
+"""MLflow helpers: a project-local sqlite store, one parent run per lifecycle run, nested stages.
+
+MLflow 3 refuses a plain ``file:`` store, so tracking and registry live in
+``sqlite:///<home>/mlruns/mlflow.db`` with artifacts under ``<home>/mlruns/artifacts``.
+A lifecycle run is found again by its ``gymflow.run_id`` tag, so a resumed run logs into the
+same parent run instead of starting a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+EXPERIMENT = "gymflow"
+
+
+def configure(home: Path) -> str:
+    """Point MLflow at the project-local store (env vars, so TRL's callback agrees)."""
+    mlruns = (home / "mlruns").resolve()
+    mlruns.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{mlruns / 'mlflow.db'}"
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ["MLFLOW_EXPERIMENT_NAME"] = EXPERIMENT
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(EXPERIMENT) is None:
+        mlflow.create_experiment(EXPERIMENT, artifact_location=(mlruns / "artifacts").as_uri())
+    mlflow.set_experiment(EXPERIMENT)
+    return uri
+
+
+def parent_run_id(run_id: str, params: dict | None = None) -> str:
+    """The MLflow run of lifecycle run ``run_id``: found by tag, created on first use."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    exp = mlflow.get_experiment_by_name(EXPERIMENT)
+    found = client.search_runs(
+        [exp.experiment_id],
+        filter_string=f"tags.`gymflow.run_id` = '{run_id}' and tags.`gymflow.kind` = 'lifecycle'",
+        max_results=1,
+    )
+    if found:
+        return found[0].info.run_id
+    run = client.create_run(
+        exp.experiment_id,
+        run_name=f"lifecycle-{run_id}",
+        tags={"gymflow.run_id": run_id, "gymflow.kind": "lifecycle"},
+    )
+    if params:
+        for key, value in params.items():
+            client.log_param(run.info.run_id, key, str(value)[:6000])
+    return run.info.run_id
+
+
+@contextlib.contextmanager
+def stage_run(parent_id: str, stage: str, run_id: str) -> Iterator[object]:
+    """A nested MLflow run for one stage, active in this thread while the stage runs."""
+    import mlflow
+
+    with (
+        mlflow.start_run(run_id=parent_id, log_system_metrics=False),
+        mlflow.start_run(
+            run_name=stage, nested=True, tags={"gymflow.run_id": run_id, "gymflow.stage": stage}
+        ) as run,
+    ):
+        yield run
+
+
+def stage_runs(parent_id: str) -> dict[str, str]:
+    """``{stage name: mlflow run id}`` of the nested runs under ``parent_id``."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    exp = mlflow.get_experiment_by_name(EXPERIMENT)
+    runs = MlflowClient().search_runs(
+        [exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    return {r.data.tags.get("gymflow.stage", r.info.run_name): r.info.run_id for r in runs}

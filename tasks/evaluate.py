@@ -1,0 +1,60 @@
+"""Stages 3 and 6: evaluate a policy on a split (baseline on val; candidates on held-out)."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from prefect import task
+
+from gymflow.config import LifecycleConfig
+from gymflow.env_registry import get_env
+from gymflow.evaluation import evaluate_policy
+from gymflow.policy import TransformersPolicy
+from gymflow.resources_server import build_app
+from gymflow.run_context import RunContext, stage
+from gymflow.schemas import EVAL_ROWS, write_table
+from gymflow.task_table import read_tasks
+from tasks.options import STAGE_OPTIONS
+
+
+def evaluate_split(
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: dict,
+    policy_path: str,
+    split: str,
+    label: str,
+    limit: int | None,
+) -> dict:
+    """Greedy evaluation of one policy; per-task rows go to Parquet, rates to MLflow."""
+    import mlflow
+
+    env = get_env(cfg.env)
+    tasks = read_tasks(data["paths"][split])[:limit]
+    rows, summary = evaluate_policy(
+        env, build_app(env), TransformersPolicy.from_path(policy_path), tasks, greedy=True,
+        max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+    )  # fmt: skip
+    frame = pl.DataFrame([{**r, "policy": label} for r in rows]).select(list(EVAL_ROWS.columns))
+    path = write_table(frame, EVAL_ROWS, run.dir / "eval" / f"{split}-{label}.parquet")
+    mlflow.log_artifact(str(path), artifact_path="eval")
+    flat = {k: v for k, v in summary.items() if isinstance(v, int | float)}
+    mlflow.log_metrics({f"{label}/{k}": v for k, v in flat.items()})
+    mlflow.log_dict(summary, f"eval/{split}-{label}.json")
+    return {"summary": summary, "rows": str(path)}
+
+
+@task(name="baseline_eval", **STAGE_OPTIONS)
+def baseline_eval(run: RunContext, cfg: LifecycleConfig, data: dict, policy: dict) -> dict:
+    """The current policy on val; decides whether SFT is needed first (format rate)."""
+    with stage(run, "baseline_eval") as info:
+        result = evaluate_split(
+            run, cfg, data, policy["path"], "val", "current", cfg.val_eval_n * 2
+        )
+        needs_sft = result["summary"]["valid_json"] < cfg.format_threshold
+        import mlflow
+
+        mlflow.log_param("needs_sft", needs_sft)
+        mlflow.log_text(json.dumps(result["summary"], indent=2), "baseline_summary.json")
+    return {**result, "needs_sft": needs_sft, **info}

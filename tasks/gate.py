@@ -1,0 +1,63 @@
+"""Stage 6: held-out evaluation of candidate vs baseline (and the SFT control), then the gate."""
+
+from __future__ import annotations
+
+import polars as pl
+from prefect import task
+
+from gymflow.config import LifecycleConfig
+from gymflow.gate import decide
+from gymflow.run_context import RunContext, stage
+from gymflow.stats import paired_delta
+from tasks.evaluate import evaluate_split
+from tasks.options import STAGE_OPTIONS
+
+
+def _paired(a_rows: str, b_rows: str) -> dict:
+    a = pl.read_parquet(a_rows).sort("task_id")
+    b = pl.read_parquet(b_rows).sort("task_id")
+    return paired_delta(a["success"].cast(float).to_list(), b["success"].cast(float).to_list())
+
+
+@task(name="heldout_gate", **STAGE_OPTIONS)
+def heldout_gate(
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: dict,
+    baseline: dict,
+    candidate: dict,
+    control: dict | None,
+) -> dict:
+    """``baseline`` is the policy GRPO started from; ``candidate`` is GRPO's final policy."""
+    import mlflow
+
+    with stage(run, "heldout_gate") as info:
+        base = evaluate_split(
+            run, cfg, data, baseline["path"], "heldout", "baseline", cfg.heldout_n
+        )
+        cand = evaluate_split(
+            run, cfg, data, candidate["path"], "heldout", "candidate", cfg.heldout_n
+        )
+        delta = _paired(cand["rows"], base["rows"])
+        gate = decide(base["summary"], cand["summary"], delta, cfg.gate)
+        result = {
+            "n": cand["summary"]["n"],
+            "baseline": base["summary"],
+            "candidate": cand["summary"],
+            "delta_success": delta["delta"],
+            "ci95": delta["ci95"],
+            "gate": gate.to_dict(),
+        }
+        if control is not None:
+            ctrl = evaluate_split(
+                run, cfg, data, control["path"], "heldout", "sft_control", cfg.heldout_n
+            )
+            vs_control = _paired(cand["rows"], ctrl["rows"])
+            result["sft_control"] = {
+                "summary": ctrl["summary"],
+                "grpo_minus_control": vs_control["delta"],
+                "ci95": vs_control["ci95"],
+            }
+        mlflow.log_metrics({"delta_success": delta["delta"], "gate_passed": float(gate.passed)})
+        mlflow.log_dict(result, "heldout_gate.json")
+    return {**result, **info}

@@ -1,0 +1,41 @@
+"""Stage 0: resolve the policy the run starts from: a given path, the champion, or the embedded model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+
+from gymflow.config import LifecycleConfig
+from gymflow.env_registry import get_env
+from gymflow.model_registry import champion_version, download_version, registered_name
+from gymflow.run_context import RunContext, stage
+from gymflow.task_set import tokenizer_corpus
+from gymflow.tiny_model import ensure_tiny_model
+from tasks.options import STAGE_OPTIONS
+
+
+@task(name="resolve_policy", **STAGE_OPTIONS)
+def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> dict:
+    """The current policy: ``cfg.model_path`` if set, else the champion, else a fresh tiny model."""
+    import mlflow
+
+    with stage(run, "resolve_policy") as info:
+        name = registered_name(cfg.env)
+        if cfg.model_path:
+            path, source, version = Path(cfg.model_path), "path", None
+        elif (version := champion_version(name)) is not None:
+            path = download_version(name, version, run.dir / "policies" / f"champion-v{version}")
+            source = f"champion v{version}"
+        else:
+            env = get_env(cfg.env)
+            tm = cfg.tiny_model
+            path = ensure_tiny_model(
+                run.cache_dir,
+                cfg.env,
+                lambda: tokenizer_corpus(env, tm.corpus_size, tm.seed + 12345),
+                tm,
+            )
+            source = "embedded tiny model (random init)"
+        mlflow.log_params({"policy_source": source, "policy_path": str(path)})
+    return {"path": str(path), "source": source, "champion_version": version, **info}

@@ -1,0 +1,33 @@
+"""Stage 7: register the candidate; move ``champion`` only when the gate passed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+
+from gymflow.config import LifecycleConfig
+from gymflow.model_registry import move_champion, register_candidate, registered_name
+from gymflow.run_context import RunContext, stage
+from tasks.options import STAGE_OPTIONS
+
+
+@task(name="promote", **STAGE_OPTIONS)
+def promote(run: RunContext, cfg: LifecycleConfig, candidate: dict, gate: dict) -> dict:
+    with stage(run, "promote") as info:
+        name = registered_name(cfg.env)
+        tags = {
+            "gymflow.run_id": run.run_id,
+            "gate_passed": str(gate["passed"]),
+            "gate_reason": gate["reason"],
+            "heldout_delta_success": f"{gate.get('delta_success', '')}",
+        }
+        version = register_candidate(Path(candidate["path"]), name, tags)
+        previous = move_champion(name, version) if gate["passed"] else None
+    return {
+        "model": name,
+        "version": version,
+        "champion_alias_moved": bool(gate["passed"]),
+        "previous_champion": previous,
+        **info,
+    }
