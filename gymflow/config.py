@@ -73,5 +73,11 @@ class LifecycleConfig(BaseModel):
             val_eval_n=16,
             heldout_n=48,
             sft=SFTSettings(max_steps=30, batch_size=16, eval_every=15, warmup_steps=5),
-            grpo=GRPOSettings(max_steps=4, prompts_per_step=2, num_generations=4, save_every=2),
+            grpo=GRPOSettings(
+                max_steps=3,
+                prompts_per_step=2,
+                num_generations=4,
+                save_every=2,
+                max_resample_rounds=1,
+            ),
         )

@@ -65,9 +65,15 @@ class RolloutSource:
         self.rng = random.Random(settings.seed)
         self.loop = asyncio.new_event_loop()
         self.calls = 0
-        self.stats = {"groups_generated": 0, "groups_zero_variance": 0, "groups_refilled": 0}
+        self.stats = {
+            "groups_generated": 0,
+            "groups_zero_variance": 0,
+            "groups_refilled": 0,
+            "rollout_s": 0.0,
+        }
 
     def __call__(self, prompts: list[str], trainer) -> dict:
+        started = time.time()
         g = trainer.num_generations
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
         policy = TransformersPolicy(trainer.model, trainer.processing_class)
@@ -96,6 +102,7 @@ class RolloutSource:
         self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
         chosen = {id(e) for grp in kept for e in grp}
         used = [id(e) in chosen for e in all_eps]
+        self.stats["rollout_s"] += time.time() - started
         self.on_batch(all_eps, used, trainer.state.global_step)
         self.calls += 1
         flat = [e for grp in kept for e in grp]

@@ -69,7 +69,7 @@ def run_sft(
                     import mlflow
 
                     mlflow.log_metric("sft/val_sampled_success", score, step=step)
-                if score > self.best:
+                if score >= self.best:
                     self.best = score
                     _save(model, tokenizer, best_dir)
                 if score >= settings.target_sampled_success:

@@ -1,0 +1,186 @@
+"""The whole lifecycle flow on a reduced budget, against a real Prefect engine and MLflow store.
+
+Run 1 fails on purpose at the held-out gate (GYMFLOW_FAIL_AT); run 2, with the same run id,
+must resume there: the earlier stages come from Prefect's cache (their MLflow stage runs exist
+exactly once), and every stage leaves its artifacts, valid Parquet and a registry entry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gymflow.config import LifecycleConfig
+from gymflow.failures import GymflowError
+from gymflow.run_context import RunContext
+from gymflow.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table
+
+STAGES_BEFORE_GATE = [
+    "generate_tasks",
+    "resolve_policy",
+    "profile_verifier",
+    "baseline_eval",
+    "sft",
+    "grpo",
+    "sft_control",
+]
+
+
+@pytest.fixture(scope="module")
+def finished_run(gym_home, prefect_engine, tmp_path_factory):
+    import os
+
+    from flows.lifecycle import lifecycle
+    from gymflow.tracking import parent_run_id
+
+    run_id = "e2e-smoke"
+    run_dir = tmp_path_factory.mktemp("runs") / run_id
+    ctx = RunContext(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        home=str(gym_home),
+        mlflow_parent_id=parent_run_id(run_id),
+    )
+    cfg = LifecycleConfig.smoke()
+    os.environ["GYMFLOW_FAIL_AT"] = "heldout_gate"
+    try:
+        with pytest.raises(GymflowError, match="injected failure in stage heldout_gate"):
+            lifecycle(ctx, cfg)
+        first_outputs = sorted(p.name for p in run_dir.iterdir())
+    finally:
+        del os.environ["GYMFLOW_FAIL_AT"]
+    summary = lifecycle(ctx, cfg)
+    return ctx, cfg, summary, first_outputs
+
+
+def _stage_runs(parent_id: str) -> dict[str, list]:
+    import mlflow
+    from mlflow import MlflowClient
+
+    exp = mlflow.get_experiment_by_name("gymflow")
+    runs = MlflowClient().search_runs(
+        [exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    out: dict[str, list] = {}
+    for r in runs:
+        out.setdefault(r.data.tags["gymflow.stage"], []).append(r)
+    return out
+
+
+def _artifacts(run_id: str, path: str = "") -> list[str]:
+    from mlflow import MlflowClient
+
+    return [a.path for a in MlflowClient().list_artifacts(run_id, path)]
+
+
+def test_failed_stage_left_earlier_results(finished_run):
+    _, _, _, first_outputs = finished_run
+    assert {"data", "sft", "grpo", "rollouts", "eval"} <= set(first_outputs)
+
+
+def test_resume_reuses_finished_stages(finished_run):
+    ctx, _, summary, _ = finished_run
+    runs = _stage_runs(ctx.mlflow_parent_id)
+    for name in STAGES_BEFORE_GATE:
+        assert len(runs[name]) == 1, f"{name} ran {len(runs[name])} times; resume must reuse it"
+    assert len(runs["heldout_gate"]) == 1 and len(runs["promote"]) == 1
+    assert all(r.info.status == "FINISHED" for rs in runs.values() for r in rs)
+
+
+def test_every_stage_logged_its_artifacts(finished_run):
+    from mlflow import MlflowClient
+
+    ctx, _, _, _ = finished_run
+    runs = {k: v[0].info.run_id for k, v in _stage_runs(ctx.mlflow_parent_id).items()}
+    assert {f"data/tasks-{s}.parquet" for s in ("train", "val", "heldout")} <= set(
+        _artifacts(runs["generate_tasks"], "data")
+    )
+    gen = MlflowClient().get_run(runs["generate_tasks"])
+    assert {d.dataset.name for d in gen.inputs.dataset_inputs} == {
+        "tool_call-train",
+        "tool_call-val",
+        "tool_call-heldout",
+    }
+    assert "reports/verifier_profile.json" in _artifacts(runs["profile_verifier"], "reports")
+    assert "reports/verifier_profile.png" in _artifacts(runs["profile_verifier"], "reports")
+    assert "eval/val-current.parquet" in _artifacts(runs["baseline_eval"], "eval")
+    assert any(p.endswith(".parquet") for p in _artifacts(runs["grpo"], "rollouts"))
+    assert "policy/model.safetensors" in _artifacts(runs["grpo"], "policy")
+    gate_artifacts = _artifacts(runs["heldout_gate"], "eval")
+    assert {"eval/heldout-baseline.parquet", "eval/heldout-candidate.parquet"} <= set(
+        gate_artifacts
+    )
+    metrics = MlflowClient().get_run(runs["grpo"]).data.metrics
+    assert "rollouts/reward_mean" in metrics and "stage_wall_s" in metrics
+    assert "summary.json" in _artifacts(ctx.mlflow_parent_id)
+
+
+def test_parquet_outputs_validate(finished_run):
+    ctx, cfg, _, _ = finished_run
+    run_dir = Path(ctx.run_dir)
+    tasks = {
+        s: read_table(run_dir / "data" / f"tasks-{s}.parquet", TASKS)
+        for s in ("train", "val", "heldout")
+    }
+    heldout_hashes = set(tasks["heldout"]["content_hash"])
+    assert not heldout_hashes & set(tasks["train"]["content_hash"]), "held-out leaked into train"
+    rollout_files = sorted((run_dir / "rollouts").glob("iter-*.parquet"))
+    assert len(rollout_files) == cfg.grpo.max_steps
+    for path in rollout_files:
+        frame = read_table(path, ROLLOUTS)
+        assert (
+            frame.filter(frame["used_for_training"]).height
+            == cfg.grpo.prompts_per_step * cfg.grpo.num_generations
+        )
+        assert set(frame["task_id"]) <= set(tasks["train"]["task_id"])
+    for path in (run_dir / "eval").glob("*.parquet"):
+        read_table(path, EVAL_ROWS)
+
+
+def test_summary_and_registry_agree_with_gate(finished_run):
+    from mlflow import MlflowClient
+
+    from gymflow.model_registry import champion_version
+
+    ctx, _, summary, _ = finished_run
+    on_disk = json.loads((Path(ctx.run_dir) / "summary.json").read_text())
+    assert on_disk == json.loads(json.dumps(summary))
+    for key in ("run_id", "wall_s", "stages", "heldout", "gate", "registry"):
+        assert key in summary
+    held = summary["heldout"]
+    assert held["n"] > 0 and len(held["ci95"]) == 2
+    for side in ("baseline", "candidate"):
+        assert {"success", "reward", "valid_json"} <= set(held[side])
+    assert summary["sft_control"]["wall_s"] > 0
+    reg = summary["registry"]
+    version = MlflowClient().get_model_version(reg["model"], reg["version"])
+    assert version.tags["gate_passed"] == str(summary["gate"]["passed"])
+    assert reg["champion_alias_moved"] == summary["gate"]["passed"]
+    assert (champion_version(reg["model"]) == reg["version"]) == summary["gate"]["passed"]
+
+
+def test_promote_moves_champion_only_when_gate_passes(finished_run):
+    from gymflow.model_registry import champion_version
+    from tasks.promote import promote
+
+    ctx, cfg, summary, _ = finished_run
+    policy = {"path": str(Path(ctx.run_dir) / "grpo" / "final")}
+    name = summary["registry"]["model"]
+    before = champion_version(name)
+    refused = promote.fn(
+        ctx, cfg, policy, {"passed": False, "reason": "test", "delta_success": 0.0}
+    )
+    assert refused["champion_alias_moved"] is False and champion_version(name) == before
+    accepted = promote.fn(
+        ctx, cfg, policy, {"passed": True, "reason": "test", "delta_success": 0.2}
+    )
+    assert (
+        accepted["champion_alias_moved"] is True and champion_version(name) == accepted["version"]
+    )
+    again = promote.fn(ctx, cfg, policy, {"passed": True, "reason": "test", "delta_success": 0.2})
+    assert (
+        champion_version(name) == again["version"]
+        and again["previous_champion"] == accepted["version"]
+    )
