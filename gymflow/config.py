@@ -35,7 +35,7 @@ class LifecycleConfig(BaseModel):
     heldout_frac: float = Field(0.1, description="Share of tasks held out (by content hash).")
     val_frac: float = Field(0.05, description="Share of tasks for validation (by content hash).")
     demos: int = Field(
-        200, description="Size of the SFT demonstration set (the rest is GRPO's pool)."
+        300, description="Size of the SFT demonstration set (the rest is GRPO's pool)."
     )
     profile_samples: int = Field(
         80, description="Outputs scored twice by profile_verifier (50-100)."

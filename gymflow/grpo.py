@@ -29,7 +29,7 @@ from gymflow.task_record import Task
 
 
 class GRPOSettings(BaseModel):
-    max_steps: int = Field(150, description="Optimizer steps.")
+    max_steps: int = Field(80, description="Optimizer steps.")
     prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
     num_generations: int = Field(8, description="Completions per task (G, the group size).")
     learning_rate: float = Field(1e-4, description="Constant learning rate.")
@@ -38,13 +38,18 @@ class GRPOSettings(BaseModel):
         "dapo", description="TRL loss variant: grpo, dr_grpo, dapo, bnpo, cispo ..."
     )
     epsilon_high: float = Field(0.28, description="Upper clip (DAPO clip-higher).")
-    temperature: float = Field(1.0, description="Sampling temperature of rollouts.")
+    temperature: float = Field(
+        0.7, description="Rollout sampling temperature (TRL scales the loss's logits to match)."
+    )
     max_new_tokens: int = Field(48, description="Tokens per model turn.")
     dynamic_sampling: bool = Field(
         True, description="Replace zero-variance groups with fresh ones."
     )
-    max_resample_rounds: int = Field(3, description="Replacement rounds per batch at most.")
-    save_every: int = Field(50, description="Checkpoint every N steps (resume point).")
+    max_resample_rounds: int = Field(1, description="Replacement rounds per batch at most.")
+    save_every: int = Field(20, description="Checkpoint every N steps (resume point).")
+    time_budget_s: float | None = Field(
+        200.0, description="Stop after this much training wall time."
+    )
     seed: int = Field(0, description="Trainer and sampling seed.")
 
 
@@ -62,7 +67,6 @@ class RolloutSource:
         self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
         self.by_id = {t.task_id: t for t in pool}
         self.pool_ids = [t.task_id for t in pool]
-        self.rng = random.Random(settings.seed)
         self.loop = asyncio.new_event_loop()
         self.calls = 0
         self.stats = {
@@ -83,7 +87,7 @@ class RolloutSource:
         used: list[bool] = []
         candidates = list(wanted)
         for round_ in range(self.settings.max_resample_rounds + 1):
-            groups = self._run_groups(policy, candidates, g, round_)
+            groups = self._run_groups(policy, candidates, g, trainer.state.global_step, round_)
             for group in groups:
                 informative = len({e.reward for e in group}) > 1
                 self.stats["groups_generated"] += 1
@@ -96,7 +100,8 @@ class RolloutSource:
             if not self.settings.dynamic_sampling or len(kept) == len(wanted):
                 break
             missing = len(wanted) - len(kept)
-            candidates = self.rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
+            rng = random.Random(f"{self.settings.seed}-{trainer.state.global_step}-{round_}")
+            candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
         while len(kept) < len(wanted):  # pool exhausted: pad with zero-variance groups
             kept.append(spare.pop(0))
         self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
@@ -114,9 +119,12 @@ class RolloutSource:
             "env_reward": [e.reward for e in flat],
         }
 
-    def _run_groups(self, policy, task_ids: list[str], g: int, round_: int) -> list[list[Episode]]:
+    def _run_groups(
+        self, policy, task_ids: list[str], g: int, step: int, round_: int
+    ) -> list[list[Episode]]:
+        # Seeds depend on (seed, step, round) only, so a resumed run samples what the first would have.
         tasks = [self.by_id[t] for t in task_ids for _ in range(g)]
-        base = self.settings.seed * 1_000_003 + self.calls * 1009 + round_ * 101
+        base = self.settings.seed * 1_000_003 + step * 1009 + round_ * 101
         sampling = Sampling(
             max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature
         )
@@ -147,8 +155,17 @@ def run_grpo(
     """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any."""
     import os
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+
+    class TimeBudget(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if (
+                settings.time_budget_s is not None
+                and time.time() - started > settings.time_budget_s
+            ):
+                control.should_training_stop = True
+            return control
 
     from datasets import Dataset
 
@@ -195,6 +212,7 @@ def run_grpo(
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=source,
+        callbacks=[TimeBudget()],
     )
     checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
     started = time.time()

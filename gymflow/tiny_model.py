@@ -24,10 +24,10 @@ BUILDER_VERSION = 1
 class TinyModelConfig(BaseModel):
     """Shape of the embedded model and its tokenizer."""
 
-    hidden_size: int = Field(128, description="Width of the residual stream.")
+    hidden_size: int = Field(192, description="Width of the residual stream.")
     num_layers: int = Field(4, description="Transformer blocks.")
     num_heads: int = Field(4, description="Attention heads (key/value heads equal).")
-    intermediate_size: int = Field(384, description="MLP width.")
+    intermediate_size: int = Field(576, description="MLP width.")
     max_positions: int = Field(384, description="Longest sequence (prompt + completion).")
     vocab_size: int = Field(1024, description="BPE vocabulary target, special tokens included.")
     corpus_size: int = Field(6000, description="Conversations rendered to train the tokenizer.")

@@ -62,7 +62,9 @@ def _sft(
         )  # fmt: skip
         return summary["success"]
 
-    settings = cfg.sft if budget_s is None else cfg.sft.model_copy(update={"max_steps": 100_000})
+    # The control trains for a wall-time budget, not up to the GRPO start's target.
+    control = {"max_steps": 100_000, "target_sampled_success": 1.01}
+    settings = cfg.sft if budget_s is None else cfg.sft.model_copy(update=control)
     return run_sft(
         Path(start), out, demos, settings, evaluate=sampled_success, time_budget_s=budget_s
     )
