@@ -74,6 +74,41 @@ def run(
     typer.echo(f"summary: {run_dir / 'summary.json'}")
 
 
+@app.command()
+def verify(
+    env: str = typer.Option(..., help="Environment whose verifier scores the responses."),
+    tasks: Path = typer.Option(..., help="Tasks, JSONL (see --format)."),
+    responses: Path = typer.Option(
+        ..., help='JSONL rows: "task_id" and either "response" (text) or "output" (items).'
+    ),
+    out: Path = typer.Option(..., help="Scores, JSONL: one row per response, same order."),
+    fmt: str = typer.Option(
+        "gymflow", "--format", help="Task format: gymflow, or one the environment adds."
+    ),
+) -> None:
+    """Score given responses with an environment's verifier, no model (checks a verifier)."""
+    from gymflow.env_registry import get_env
+    from gymflow.verify_file import VerifierCrash, VerifyInputError, verify_files
+
+    try:
+        environment = get_env(env)
+    except KeyError as exc:
+        typer.echo(f"error: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        scored = verify_files(environment, tasks, responses, out, fmt)
+    except VerifyInputError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    except VerifierCrash as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    n = len(scored)
+    mean = sum(row["reward"] for row in scored) / n if n else 0.0
+    wins = sum(bool(row["success"]) for row in scored)
+    typer.echo(f"{n} responses scored: mean reward {mean:.3f}, {wins} successes -> {out}")
+
+
 @env_app.command("list")
 def env_list() -> None:
     """List the environments in environments/."""

@@ -7,7 +7,8 @@ An environment is a class with
 * ``generate(n, seed)`` — deterministic task drafts ``(prompt, ground_truth)``;
 * ``verify(task, items)`` — the pure scoring function wrapped by the server's ``/verify``;
 * ``gold_text(task)`` — what a perfect policy writes (demonstrations, profiling, self-check);
-* ``probes(task)`` — adversarial answers with the highest reward each may get.
+* ``probes(task)`` — adversarial answers with the highest reward each may get;
+* ``importers()`` — optional external task formats for ``gymflow verify --format``.
 
 The resources server (:mod:`gymflow.resources_server`) serves any subclass over ASGI.
 """
@@ -63,6 +64,14 @@ class Environment(ABC):
 
     def probes(self, task: Task) -> list[Probe]:
         return []
+
+    def importers(self) -> dict[str, Callable[[dict], Task]]:
+        """Extra task formats for ``gymflow verify --format``: name -> (JSON row -> Task).
+
+        An importer keeps the source's own id as ``task_id`` and raises ``ValueError``,
+        ``KeyError`` or ``TypeError`` on a row it cannot read. None by default.
+        """
+        return {}
 
     def new_state(self, task: Task) -> Any:
         """Per-session state handed to tools that take ``session``; none by default."""

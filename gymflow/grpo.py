@@ -156,6 +156,7 @@ def run_grpo(
     import os
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     class TimeBudget(TrainerCallback):
@@ -214,6 +215,7 @@ def run_grpo(
         rollout_func=source,
         callbacks=[TimeBudget()],
     )
+    trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
     checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
     started = time.time()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

@@ -32,3 +32,17 @@ def configure_prefect(home: Path) -> None:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
+    quiet_libraries()
+
+
+def quiet_libraries() -> None:
+    """Keep the run's console to stages and results: metrics go to MLflow, not to stdout."""
+    import warnings
+
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # Known, harmless notices from pinned versions (see ../shared notes): TRL 1.16 sets the
+    # deprecated gradient_checkpointing flag; MLflow guesses among local dataset sources.
+    warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*dataset source can be interpreted.*", category=UserWarning)

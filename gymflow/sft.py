@@ -47,6 +47,7 @@ def run_sft(
     step is kept. Returns ``{"path", "steps", "wall_s", "history": [{"step", "sampled_success"}]}``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     from datasets import Dataset
@@ -107,6 +108,7 @@ def run_sft(
         processing_class=tokenizer,
         callbacks=[Watch()],
     )
+    trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
     trainer.train()
     if evaluate is None or not best_dir.exists():
         _save(model, tokenizer, best_dir)

@@ -111,8 +111,11 @@ def render_table(summary: dict) -> str:
     gate = summary["gate"]
     console.print(f"gate: {'PASSED' if gate['passed'] else 'FAILED'} — {gate['reason']}")
     reg = summary["registry"]
-    moved = "moved to" if reg["champion_alias_moved"] else "not moved; stays"
-    console.print(f"registry: {reg['model']} v{reg['version']}, champion alias {moved}")
+    if reg["champion_alias_moved"]:
+        moved = f"moved to v{reg['version']}"
+    else:
+        moved = f"not moved (stays at {'v' + reg['previous_champion'] if reg['previous_champion'] else 'none'})"
+    console.print(f"registry: {reg['model']} v{reg['version']} registered; champion alias {moved}")
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in summary["stages"].items() if v is not None)
     console.print(f"stage wall time: {stages}; total {summary['wall_s']:.1f}s")
     return buf.getvalue()

@@ -7,7 +7,12 @@ from pathlib import Path
 from prefect import task
 
 from gymflow.config import LifecycleConfig
-from gymflow.model_registry import move_champion, register_candidate, registered_name
+from gymflow.model_registry import (
+    champion_version,
+    move_champion,
+    register_candidate,
+    registered_name,
+)
 from gymflow.run_context import RunContext, stage
 from tasks.options import STAGE_OPTIONS
 
@@ -23,7 +28,9 @@ def promote(run: RunContext, cfg: LifecycleConfig, candidate: dict, gate: dict) 
             "heldout_delta_success": f"{gate.get('delta_success', '')}",
         }
         version = register_candidate(Path(candidate["path"]), name, tags)
-        previous = move_champion(name, version) if gate["passed"] else None
+        previous = champion_version(name)
+        if gate["passed"]:
+            move_champion(name, version)
     return {
         "model": name,
         "version": version,

@@ -1,0 +1,198 @@
+"""`gymflow verify`: score given responses without a model; bad input exits 2 and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from environments.tool_call import ToolCallServer
+from gymflow.cli import app
+from gymflow.task_record import Task
+from gymflow.verify_file import VerifyInputError, importers, load_tasks
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).resolve().parents[1] / "environments/tool_call/examples/tasks.jsonl"
+ENV = ToolCallServer()
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[Task]:
+    return list(load_tasks(ENV, EXAMPLES).values())
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def run_verify(tmp_path: Path, responses: Path, *extra: str, tasks_file: Path = EXAMPLES):
+    out = tmp_path / "scores.jsonl"
+    args = ["verify", "--env", "tool_call", "--tasks", str(tasks_file)]
+    args += ["--responses", str(responses), "--out", str(out), *extra]
+    return runner.invoke(app, args), out
+
+
+def scores(out: Path) -> list[dict]:
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_missing_tools_are_filled_from_the_environment(tasks):
+    assert len(tasks) == 5
+    assert all(task.tools == ENV.tool_schemas for task in tasks)
+
+
+def test_gold_responses_score_one_in_input_order(tmp_path, tasks):
+    rows = [{"task_id": t.task_id, "response": ENV.gold_text(t)} for t in reversed(tasks)]
+    result, out = run_verify(tmp_path, write_rows(tmp_path / "r.jsonl", rows))
+    assert result.exit_code == 0, result.output
+    got = scores(out)
+    assert [row["task_id"] for row in got] == [row["task_id"] for row in rows]
+    for row in got:
+        assert set(row) == {"task_id", "reward", "reward_components", "failure_kind", "success"}
+        assert (row["reward"], row["failure_kind"], row["success"]) == (1.0, None, True)
+    assert "5 responses scored" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "scores.jsonl"]
+
+
+def test_output_items_with_the_right_call_score_one_and_a_wrong_argument_less(tmp_path, tasks):
+    task = next(t for t in tasks if t.ground_truth["tool"] == "get_weather")
+    args = task.ground_truth["arguments"]
+    call = {"type": "function_call", "name": "get_weather", "call_id": "call_1"}
+    right = [
+        {**call, "arguments": json.dumps(args)},
+        {"type": "function_call_output", "call_id": "call_1", "output": '{"temp": 21}'},
+    ]
+    wrong = [{**call, "arguments": json.dumps({**args, "city": "Atlantis"})}]
+    rows = [{"task_id": task.task_id, "output": right}, {"task_id": task.task_id, "output": wrong}]
+    result, out = run_verify(tmp_path, write_rows(tmp_path / "r.jsonl", rows))
+    assert result.exit_code == 0, result.output
+    good, bad = scores(out)
+    assert (good["reward"], good["success"]) == (1.0, True)
+    assert bad["reward"] < 1.0 and bad["failure_kind"] == "bad_arguments" and not bad["success"]
+    assert bad["reward_components"]["tool"] == 1.0
+
+
+def test_malformed_answers_are_scored_not_errors(tmp_path, tasks):
+    task = tasks[0]
+    rows = [
+        {"task_id": task.task_id, "response": '<tool_call>{"name": "set_timer"}}</tool_call>'},
+        {
+            "task_id": task.task_id,
+            "output": [{"type": "function_call", "name": "x", "arguments": "{not json"}],
+        },
+    ]
+    result, out = run_verify(tmp_path, write_rows(tmp_path / "r.jsonl", rows))
+    assert result.exit_code == 0, result.output
+    for row in scores(out):
+        assert (row["reward"], row["failure_kind"], row["success"]) == (-1.0, "invalid_json", False)
+
+
+def _good_line(task: Task) -> str:
+    return json.dumps({"task_id": task.task_id, "response": ENV.gold_text(task)})
+
+
+BAD_ROWS = {
+    "malformed_json": ('{"task_id": "x", "response": ', "r.jsonl:2: not valid JSON"),
+    "unknown_task": ('{"task_id": "nope", "response": ""}', "r.jsonl:2: unknown task_id 'nope'"),
+    "neither": ('{"task_id": "TASK"}', "r.jsonl:2: row has neither of 'response' and 'output'"),
+    "both": (
+        '{"task_id": "TASK", "response": "", "output": []}',
+        "r.jsonl:2: row has both of 'response' and 'output'",
+    ),
+    "arguments_not_a_string": (
+        '{"task_id": "TASK", "output": [{"type": "function_call", "name": "f", "arguments": {}}]}',
+        "r.jsonl:2: output[0] is a function_call whose 'arguments' is not a string",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROWS))
+def test_bad_response_rows_exit_2_and_write_nothing(tmp_path, tasks, case):
+    line, message = BAD_ROWS[case]
+    text = _good_line(tasks[0]) + "\n" + line.replace("TASK", tasks[0].task_id) + "\n"
+    responses = tmp_path / "r.jsonl"
+    responses.write_text(text, encoding="utf-8")
+    result, out = run_verify(tmp_path, responses)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]
+
+
+def test_non_utf8_bytes_exit_2_naming_the_line(tmp_path, tasks):
+    responses = tmp_path / "r.jsonl"
+    responses.write_bytes(
+        (_good_line(tasks[0]) + "\n").encode()
+        + b'{"task_id": "x", "response": "caf\xe9"}\n'  # Latin-1, not UTF-8
+    )
+    result, out = run_verify(tmp_path, responses)
+    assert result.exit_code == 2
+    assert "r.jsonl:2: not UTF-8 (byte 0xe9" in result.stderr
+    assert not out.exists()
+
+
+def test_bad_tasks_file_exits_2_and_keeps_an_existing_scores_file(tmp_path, tasks):
+    bad_tasks = tmp_path / "t.jsonl"
+    bad_tasks.write_text(EXAMPLES.read_text(encoding="utf-8") + "{oops\n", encoding="utf-8")
+    responses = write_rows(tmp_path / "r.jsonl", [{"task_id": tasks[0].task_id, "response": ""}])
+    (tmp_path / "scores.jsonl").write_text("previous\n")
+    result, out = run_verify(tmp_path, responses, tasks_file=bad_tasks)
+    assert result.exit_code == 2
+    assert "t.jsonl:6: not valid JSON" in result.stderr
+    assert out.read_text() == "previous\n"
+
+    schema_bad = tmp_path / "t2.jsonl"
+    write_rows(schema_bad, [{"task_id": "a", "env": "tool_call"}])
+    result, _ = run_verify(tmp_path, responses, tasks_file=schema_bad)
+    assert result.exit_code == 2
+    assert "t2.jsonl:1: not a gymflow task: split: Field required" in result.stderr
+
+
+def test_unknown_format_and_env_name_the_known_ones(tmp_path, tasks):
+    responses = write_rows(tmp_path / "r.jsonl", [{"task_id": tasks[0].task_id, "response": ""}])
+    result, out = run_verify(tmp_path, responses, "--format", "swebench")
+    assert result.exit_code == 2
+    assert "unknown task format 'swebench'" in result.stderr
+    assert "known formats: gymflow" in result.stderr
+    assert not out.exists()
+    result = runner.invoke(
+        app, ["verify", "--env", "nope", "--tasks", "t", "--responses", "r", "--out", "o"]
+    )
+    assert result.exit_code == 2 and "unknown environment 'nope'" in result.stderr
+
+
+def test_an_environment_adds_a_format_with_one_function(tmp_path):
+    def flat(row: dict) -> Task:
+        prompt = [{"role": "user", "content": row["question"]}]
+        truth = {"tool": row["tool"], "arguments": row["args"]}
+        return Task(
+            task_id=row["id"],
+            env="tool_call",
+            split="heldout",
+            prompt=prompt,
+            tools=[],
+            ground_truth=truth,
+            generator="external/flat",
+            seed=0,
+            content_hash="",
+        )
+
+    class WithFlat(ToolCallServer):
+        def importers(self):
+            return {"flat": flat}
+
+    env = WithFlat()
+    assert sorted(importers(env)) == ["flat", "gymflow"]
+    path = write_rows(
+        tmp_path / "flat.jsonl",
+        [{"id": "ext-7", "question": "Timer 5 min", "tool": "set_timer", "args": {"minutes": 5}}],
+    )
+    loaded = load_tasks(env, path, "flat")
+    assert list(loaded) == ["ext-7"]
+    write_rows(path, [{"id": "ext-8", "question": "q"}])
+    with pytest.raises(VerifyInputError, match=r"flat.jsonl:1: not a flat task: missing field"):
+        load_tasks(env, path, "flat")
