@@ -45,4 +45,6 @@ def quiet_libraries() -> None:
     # Known, harmless notices from pinned versions (see ../shared notes): TRL 1.16 sets the
     # deprecated gradient_checkpointing flag; MLflow guesses among local dataset sources.
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
-    warnings.filterwarnings("ignore", message=".*dataset source can be interpreted.*", category=UserWarning)
+    warnings.filterwarnings(
+        "ignore", message=".*dataset source can be interpreted.*", category=UserWarning
+    )
