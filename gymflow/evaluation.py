@@ -7,6 +7,7 @@ Greedy evaluation is one pass; sampled evaluation averages ``samples`` passes at
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 
 from gymflow.agent_loop import Sampling, run_episodes
@@ -15,6 +16,7 @@ from gymflow.environment import Environment
 from gymflow.policy import TransformersPolicy
 from gymflow.stats import mean_ci, wilson
 from gymflow.task_record import Task
+from gymflow.tool_calls import render_call
 
 
 def evaluate_policy(
@@ -113,8 +115,4 @@ def sample_texts(
 
 
 def _calls_text(calls: list[dict]) -> str:
-    import json
-
-    from gymflow.tool_calls import render_call
-
     return "".join(render_call(c["name"], json.loads(c["arguments"])) for c in calls)

@@ -68,7 +68,6 @@ class RolloutSource:
         self.by_id = {t.task_id: t for t in pool}
         self.pool_ids = [t.task_id for t in pool]
         self.loop = asyncio.new_event_loop()
-        self.calls = 0
         self.stats = {
             "groups_generated": 0,
             "groups_zero_variance": 0,
@@ -84,7 +83,6 @@ class RolloutSource:
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
         all_eps: list[Episode] = []
-        used: list[bool] = []
         candidates = list(wanted)
         for round_ in range(self.settings.max_resample_rounds + 1):
             groups = self._run_groups(policy, candidates, g, trainer.state.global_step, round_)
@@ -109,7 +107,6 @@ class RolloutSource:
         used = [id(e) in chosen for e in all_eps]
         self.stats["rollout_s"] += time.time() - started
         self.on_batch(all_eps, used, trainer.state.global_step)
-        self.calls += 1
         flat = [e for grp in kept for e in grp]
         return {
             "prompt_ids": [e.prompt_ids for e in flat],
