@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
 from gymflow.failures import FailureKind
-from gymflow.policy import TransformersPolicy
+from gymflow.policy import Policy
 from gymflow.task_record import Task
 from gymflow.trajectory import assistant_items, prompt_items
 
@@ -57,7 +57,7 @@ class Episode:
 async def run_episodes(
     client: EnvClient,
     env: Environment,
-    policy: TransformersPolicy,
+    policy: Policy,
     tasks: list[Task],
     sampling: Sampling,
     seeds: list[int],
@@ -104,7 +104,15 @@ async def run_episodes(
     return episodes
 
 
-async def _advance(client, env, policy, ep: Episode, gen, turn: int, sampling: Sampling) -> None:
+async def _advance(
+    client: EnvClient,
+    env: Environment,
+    policy: Policy,
+    ep: Episode,
+    gen,
+    turn: int,
+    sampling: Sampling,
+) -> None:
     ep.turns += 1
     ep.completion_ids += gen.token_ids
     ep.logprobs += gen.logprobs
@@ -127,14 +135,9 @@ async def _advance(client, env, policy, ep: Episode, gen, turn: int, sampling: S
         ep.items.append(
             {"type": "function_call_output", "call_id": call["call_id"], "output": output}
         )
-        obs_ids = _tool_turn_ids(policy, output)
+        obs_ids = policy.encode_observation(output)
         ep.completion_ids += obs_ids
         ep.logprobs += [0.0] * len(obs_ids)
         ep.env_mask += [0] * len(obs_ids)
     if len(ep.completion_ids) + sampling.max_new_tokens > sampling.max_completion_tokens:
         ep.done = ep.truncated = True
-
-
-def _tool_turn_ids(policy: TransformersPolicy, output: str) -> list[int]:
-    text = "\n<|im_start|>tool\n" + output + "<|im_end|>\n<|im_start|>assistant\n"
-    return policy.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -22,6 +23,25 @@ class Generation:
     text: str
     """Decoded completion without EOS / padding (special tool-call tokens kept)."""
     finished: bool
+
+
+class Policy(Protocol):
+    """What the agent loop needs from a policy backend."""
+
+    def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]: ...
+
+    def encode_observation(self, output: str) -> list[int]:
+        """Token ids of a tool result turn, including the next assistant header."""
+        ...
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        seed: int | None = None,
+    ) -> list[Generation]: ...
 
 
 class TransformersPolicy:
@@ -48,6 +68,10 @@ class TransformersPolicy:
             return_dict=False,
         )
         return list(ids)
+
+    def encode_observation(self, output: str) -> list[int]:
+        text = "\n<|im_start|>tool\n" + output + "<|im_end|>\n<|im_start|>assistant\n"
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @torch.no_grad()
     def generate(

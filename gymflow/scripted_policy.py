@@ -1,0 +1,63 @@
+"""A policy that answers from a script: for tests, benchmarks and verifier oracles.
+
+``respond(task_prompt, turn, observations) -> text`` decides each turn's text. Token ids are
+the UTF-8 bytes of the text (offset past the byte range of no real vocabulary), logprobs are
+0.0; the agent loop, the env server and the rollout store see the same shapes as with a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gymflow.policy import Generation
+
+EOS = 1_000_000
+
+
+class ScriptedPolicy:
+    def __init__(self, respond: Callable[[str, int, list[str]], str]) -> None:
+        self.respond = respond
+        self._context: dict[tuple[int, ...], tuple[str, int, list[str]]] = {}
+
+    def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
+        text = "\n".join(m["content"] for m in messages)
+        ids = list(text.encode())
+        self._context[tuple(ids)] = (text, 0, [])
+        return ids
+
+    def encode_observation(self, output: str) -> list[int]:
+        return [EOS + 1, *output.encode(), EOS + 2]
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        seed: int | None = None,
+    ) -> list[Generation]:
+        return [self._one(p) for p in prompts]
+
+    def _one(self, ids: list[int]) -> Generation:
+        prompt_text, turn, observations = self._state(ids)
+        text = self.respond(prompt_text, turn, observations)
+        out = [*text.encode(), EOS]
+        return Generation(out, [0.0] * len(out), text, True)
+
+    def _state(self, ids: list[int]) -> tuple[str, int, list[str]]:
+        """Recover (prompt text, turn, observations so far) from the context ids."""
+        for cut in range(len(ids), 0, -1):
+            if tuple(ids[:cut]) in self._context:
+                prompt_text = self._context[tuple(ids[:cut])][0]
+                break
+        else:
+            raise KeyError("context does not start with a prompt this policy encoded")
+        rest, observations, turn = ids[cut:], [], 0
+        while EOS in rest:
+            turn += 1
+            rest = rest[rest.index(EOS) + 1 :]
+            if rest and rest[0] == EOS + 1:
+                end = rest.index(EOS + 2)
+                observations.append(bytes(rest[1:end]).decode())
+                rest = rest[end + 1 :]
+        return prompt_text, turn, observations
