@@ -123,30 +123,15 @@ def env_list() -> None:
 
 @env_app.command("check")
 def env_check(name: str, n: int = typer.Option(200, help="Generated tasks to check.")) -> None:
-    """Every gold answer scores 1.0; every adversarial probe scores at most its ceiling."""
+    """Every gold episode scores 1.0 and every adversarial probe scores at most its ceiling."""
+    from gymflow.env_check import check_environment
     from gymflow.env_registry import get_env
-    from gymflow.task_set import build_tasks
-    from gymflow.trajectory import assistant_items, prompt_items
 
-    env = get_env(name)
-    tasks = build_tasks(env, n, seed=7, heldout_frac=0.0, val_frac=0.0)
-    bad = []
-    probes = 0
-    for task in tasks:
-        gold = env.verify(task, prompt_items(task.prompt) + assistant_items(env.gold_text(task), 0))
-        if not (gold.success and gold.reward == 1.0):
-            bad.append(f"gold {task.task_id}: {gold.reward} {gold.failure_kind} {gold.detail}")
-        for probe in env.probes(task):
-            probes += 1
-            score = env.verify(task, prompt_items(task.prompt) + assistant_items(probe.text, 0))
-            if score.reward > probe.max_reward or score.success:
-                bad.append(
-                    f"probe {probe.name} on {task.task_id}: {score.reward} > {probe.max_reward}"
-                )
-    typer.echo(f"{name}: {len(tasks)} gold answers, {probes} probes, {len(bad)} problems")
-    for line in bad[:20]:
+    golds, probes, problems = check_environment(get_env(name), n)
+    typer.echo(f"{name}: {golds} gold episodes, {probes} probes, {len(problems)} problems")
+    for line in problems[:20]:
         typer.echo(f"  {line}")
-    if bad:
+    if problems:
         raise typer.Exit(1)
 
 

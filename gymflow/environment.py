@@ -62,6 +62,10 @@ class Environment(ABC):
     @abstractmethod
     def gold_text(self, task: Task) -> str: ...
 
+    def gold_turns(self, task: Task) -> list[str]:
+        """A perfect episode's texts turn by turn; one turn (``gold_text``) by default."""
+        return [self.gold_text(task)]
+
     def probes(self, task: Task) -> list[Probe]:
         return []
 

@@ -12,13 +12,15 @@ runner = CliRunner()
 def test_env_list_names_tool_call():
     result = runner.invoke(app, ["env", "list"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("tool_call\t")
+    names = [line.split("\t")[0] for line in result.output.splitlines()]
+    assert {"tool_call", "counter"} <= set(names)
 
 
-def test_env_check_passes_for_tool_call():
-    result = runner.invoke(app, ["env", "check", "tool_call", "--n", "100"])
-    assert result.exit_code == 0, result.output
-    assert "0 problems" in result.output
+def test_env_check_passes_for_every_environment():
+    for name in ("tool_call", "counter"):
+        result = runner.invoke(app, ["env", "check", name, "--n", "60"])
+        assert result.exit_code == 0, result.output
+        assert "0 problems" in result.output
 
 
 def test_env_check_unknown_env_is_a_clear_error():

@@ -1,0 +1,80 @@
+"""counter: pure verifier cases, and gold episodes through the real server, concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+
+from environments.counter.server import CounterServer, score
+from gymflow.agent_loop import Sampling, run_episodes
+from gymflow.env_check import check_environment
+from gymflow.env_client import EnvClient
+from gymflow.resources_server import build_app
+from gymflow.scripted_policy import ScriptedPolicy
+from gymflow.task_set import build_tasks
+
+TRUTH = {"initial_count": 3, "increments": [1, 2], "expected_count": 6}
+
+
+def _call(i: int, count, error: bool = False) -> list[dict]:
+    out = '{"error": {"kind": "tool_error"}}' if error else '{"count": 0}'
+    return [
+        {
+            "type": "function_call",
+            "call_id": f"c{i}",
+            "name": "increment_counter",
+            "arguments": f'{{"count": {count}}}',
+        },
+        {"type": "function_call_output", "call_id": f"c{i}", "output": out},
+    ]
+
+
+def _answer(text: str) -> list[dict]:
+    return [{"type": "message", "role": "assistant", "content": text}]
+
+
+def test_replayed_calls_and_answer_give_reward_one():
+    assert score(TRUTH, _call(0, 1) + _call(1, 2) + _answer("6")).reward == 1.0
+
+
+def test_right_answer_without_the_calls_scores_zero():
+    s = score(TRUTH, _answer("6"))
+    assert s.reward == 0.0 and s.failure_kind == "bad_arguments"
+
+
+def test_failed_and_mistyped_calls_do_not_count():
+    assert (
+        score(TRUTH, _call(0, 1) + _call(1, 2, error=True) + _call(2, 2) + _answer("6")).reward
+        == 1.0
+    )
+    assert score(TRUTH, _call(0, 1) + _call(1, '"2"') + _answer("6")).reward == 0.0
+
+
+def test_wrong_final_answer_scores_zero():
+    s = score(TRUTH, _call(0, 1) + _call(1, 2) + _answer("7"))
+    assert s.reward == 0.0 and s.components == {"state": 1.0, "answer": 0.0}
+
+
+def test_env_check_passes():
+    golds, probes, problems = check_environment(CounterServer(), 60)
+    assert golds > 50 and probes == 3 * golds and problems == []
+
+
+def test_concurrent_sessions_do_not_share_counters():
+    env = CounterServer()
+    app = build_app(env)
+    tasks = build_tasks(env, 200, seed=11, heldout_frac=0.0, val_frac=0.0)
+    turns = {t.task_id: env.gold_turns(t) for t in tasks}
+
+    async def one(client, task):
+        policy = ScriptedPolicy(lambda p, k, o, ts=turns[task.task_id]: ts[min(k, len(ts) - 1)])
+        return await run_episodes(
+            client, env, policy, [task], Sampling(max_completion_tokens=1 << 20), [0]
+        )
+
+    async def go():
+        async with EnvClient(app=app) as client:
+            return await asyncio.gather(*(one(client, t) for t in tasks))
+
+    episodes = [ep for batch in asyncio.run(go()) for ep in batch]
+    assert all(ep.reward == 1.0 for ep in episodes)
+    assert not app.state.sessions.live
