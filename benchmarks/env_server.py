@@ -1,0 +1,174 @@
+"""Environment runtime benchmark: request cost, rollout throughput, start-up times.
+
+    python benchmarks/env_server.py [--json] [--out FILE]
+
+Prints one JSON object (``--json``) with:
+
+* ``trivial_cpu_ms_http`` — server CPU per ``GET /health`` over HTTP (``gymflow env serve`` in
+  its own process; CPU read from /proc, so client cost is excluded);
+* ``trivial_cpu_ms_inproc`` — CPU per ``GET /health`` in-process (ASGI transport; client and
+  server share the process, so this includes the client's side);
+* ``rollouts_per_s_inproc`` / ``rollouts_per_s_http`` — complete ``counter`` episodes
+  (3 tool calls on 2 stateful tools + a final answer, seeded, verified and closed) with a
+  scripted policy that answers instantly, many episodes concurrently;
+* ``import_s`` — wall time of ``gymflow --help`` in a fresh process (best of 3);
+* ``serve_ready_s`` — from spawning ``gymflow env serve`` to the first ``/health`` answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from gymflow.agent_loop import Sampling, run_episodes
+from gymflow.env_client import EnvClient
+from gymflow.env_registry import get_env
+from gymflow.resources_server import build_app
+from gymflow.scripted_policy import ScriptedPolicy
+from gymflow.task_set import build_tasks
+
+GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(env: str) -> tuple[subprocess.Popen, str, float]:
+    port = _free_port()
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [GYMFLOW, "env", "serve", env, "--port", str(port)], stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=0.5).status_code == 200:
+                return proc, url, time.perf_counter() - started
+        except httpx.TransportError:
+            if proc.poll() is not None:
+                raise RuntimeError("server exited during start-up") from None
+            time.sleep(0.01)
+
+
+def trivial_http(url: str, pid: int, n: int) -> float:
+    with httpx.Client(base_url=url) as client:
+        for _ in range(200):
+            client.get("/health")
+        before = _proc_cpu_s(pid)
+        for _ in range(n):
+            client.get("/health")
+        return (_proc_cpu_s(pid) - before) / n * 1000
+
+
+def trivial_inproc(n: int) -> float:
+    app = build_app(get_env("counter"))
+
+    async def go() -> float:
+        async with EnvClient(app=app) as client:
+            for _ in range(200):
+                await client.request("GET", "/health")
+            before = time.process_time()
+            for _ in range(n):
+                await client.request("GET", "/health")
+            return (time.process_time() - before) / n * 1000
+
+    return asyncio.run(go())
+
+
+def rollouts_per_s(client_factory, n: int, concurrency: int) -> float:
+    env = get_env("counter")
+    tasks = build_tasks(env, n, seed=1, heldout_frac=0.0, val_frac=0.0)
+    turns = {t.task_id: env.gold_turns(t) for t in tasks}
+    sampling = Sampling(max_completion_tokens=1 << 20)
+
+    async def one(client, sem, task):
+        policy = ScriptedPolicy(lambda p, k, o, ts=turns[task.task_id]: ts[min(k, len(ts) - 1)])
+        async with sem:
+            (ep,) = await run_episodes(client, env, policy, [task], sampling, [0])
+        if ep.reward != 1.0:
+            raise AssertionError(f"gold episode scored {ep.reward}: {ep.score}")
+
+    async def go() -> float:
+        sem = asyncio.Semaphore(concurrency)
+        async with client_factory() as client:
+            started = time.perf_counter()
+            await asyncio.gather(*(one(client, sem, t) for t in tasks))
+            return len(tasks) / (time.perf_counter() - started)
+
+    return asyncio.run(go())
+
+
+def import_time() -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([GYMFLOW, "--help"], check=True, capture_output=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print only the JSON object")
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--rollouts", type=int, default=800)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+
+    proc, url, ready_s = start_server("counter")
+    try:
+        result = {
+            "trivial_cpu_ms_http": trivial_http(url, proc.pid, args.requests),
+            "trivial_cpu_ms_inproc": trivial_inproc(args.requests),
+            "rollouts_per_s_inproc": rollouts_per_s(
+                lambda: EnvClient(app=build_app(get_env("counter"))),
+                args.rollouts,
+                args.concurrency,
+            ),
+            "rollouts_per_s_http": rollouts_per_s(
+                lambda: EnvClient(base_url=url), args.rollouts, args.concurrency
+            ),
+            "serve_ready_s": ready_s,
+        }
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    result["import_s"] = import_time()
+    result = {k: round(v, 4) for k, v in result.items()}
+    result.update(
+        {
+            "env": "counter",
+            "episode": "3 tool calls (2 tools) + answer, scripted policy",
+            "requests": args.requests,
+            "rollouts": args.rollouts,
+            "concurrency": args.concurrency,
+            "machine": f"{os.cpu_count()} CPU cores",
+            "date": time.strftime("%Y-%m-%d"),
+        }
+    )
+    text = json.dumps(result, indent=None if args.json else 2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
