@@ -17,12 +17,14 @@ EOS = 1_000_000
 class ScriptedPolicy:
     def __init__(self, respond: Callable[[str, int, list[str]], str]) -> None:
         self.respond = respond
-        self._context: dict[tuple[int, ...], tuple[str, int, list[str]]] = {}
+        self._prompts: dict[tuple[int, ...], str] = {}
+        self._lengths: set[int] = set()
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         text = "\n".join(m["content"] for m in messages)
         ids = list(text.encode())
-        self._context[tuple(ids)] = (text, 0, [])
+        self._prompts[tuple(ids)] = text
+        self._lengths.add(len(ids))
         return ids
 
     def encode_observation(self, output: str) -> list[int]:
@@ -46,9 +48,9 @@ class ScriptedPolicy:
 
     def _state(self, ids: list[int]) -> tuple[str, int, list[str]]:
         """Recover (prompt text, turn, observations so far) from the context ids."""
-        for cut in range(len(ids), 0, -1):
-            if tuple(ids[:cut]) in self._context:
-                prompt_text = self._context[tuple(ids[:cut])][0]
+        for cut in sorted(self._lengths, reverse=True):
+            prompt_text = self._prompts.get(tuple(ids[:cut]))
+            if prompt_text is not None:
                 break
         else:
             raise KeyError("context does not start with a prompt this policy encoded")
