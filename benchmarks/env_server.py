@@ -99,7 +99,7 @@ def rollouts_per_s(client_factory, n: int, concurrency: int) -> float:
     sampling = Sampling(max_completion_tokens=1 << 20)
 
     async def one(client, sem, task):
-        policy = ScriptedPolicy(lambda p, k, o, ts=turns[task.task_id]: ts[min(k, len(ts) - 1)])
+        policy = ScriptedPolicy.replay(turns[task.task_id])
         async with sem:
             (ep,) = await run_episodes(client, env, policy, [task], sampling, [0])
         if ep.reward != 1.0:

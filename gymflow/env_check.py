@@ -25,21 +25,18 @@ def check_environment(env: Environment, n: int, seed: int = 7) -> tuple[int, int
     problems: list[str] = []
     sampling = Sampling(max_completion_tokens=1 << 20)
 
-    def replay(turns: list[str]) -> ScriptedPolicy:
-        return ScriptedPolicy(lambda prompt, turn, observations: turns[min(turn, len(turns) - 1)])
-
     async def go():
         async with EnvClient(app=app) as client:
             golds = []
             for task in tasks:  # one policy per task: two tasks may share a prompt
                 golds += await run_episodes(
-                    client, env, replay(env.gold_turns(task)), [task], sampling, [0]
+                    client, env, ScriptedPolicy.replay(env.gold_turns(task)), [task], sampling, [0]
                 )
             probe_runs = []
             for task in tasks:
                 for probe in env.probes(task):
                     (ep,) = await run_episodes(
-                        client, env, replay([probe.text]), [task], sampling, [0]
+                        client, env, ScriptedPolicy.replay([probe.text]), [task], sampling, [0]
                     )
                     probe_runs.append((probe, ep))
             return golds, probe_runs

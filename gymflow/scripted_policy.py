@@ -20,6 +20,11 @@ class ScriptedPolicy:
         self._prompts: dict[tuple[int, ...], str] = {}
         self._lengths: set[int] = set()
 
+    @classmethod
+    def replay(cls, turns: list[str]) -> ScriptedPolicy:
+        """Say ``turns[k]`` at turn ``k`` (the last one again after that), whatever comes back."""
+        return cls(lambda prompt, turn, observations: turns[min(turn, len(turns) - 1)])
+
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         text = "\n".join(m["content"] for m in messages)
         ids = list(text.encode())

@@ -66,7 +66,7 @@ def test_concurrent_sessions_do_not_share_counters():
     turns = {t.task_id: env.gold_turns(t) for t in tasks}
 
     async def one(client, task):
-        policy = ScriptedPolicy(lambda p, k, o, ts=turns[task.task_id]: ts[min(k, len(ts) - 1)])
+        policy = ScriptedPolicy.replay(turns[task.task_id])
         return await run_episodes(
             client, env, policy, [task], Sampling(max_completion_tokens=1 << 20), [0]
         )
