@@ -1,10 +1,11 @@
 """Serve the lifecycle flow as a scheduled Prefect deployment (nightly by default).
 
-    gymflow-home$ prefect server start --background        # the scheduler lives in the server
-    gymflow-home$ .venv/bin/python -m deployments.lifecycle --cron "0 3 * * *"
+    PREFECT_HOME=$PWD/.prefect .venv/bin/prefect server start --background   # the scheduler
+    PREFECT_API_URL=http://127.0.0.1:4200/api .venv/bin/python -m deployments.lifecycle --cron "0 3 * * *"
 
-Each scheduled run starts from the registry's champion (or the embedded model on the first
-run), so a run with nothing new still evaluates and gates honestly. Stop with SIGTERM.
+Each scheduled run gets a new run id and starts from the registry's champion (or the embedded
+model on the first run), so a run with nothing new still evaluates and gates honestly.
+Stop the serving process with SIGTERM (Prefect pauses the schedule on exit).
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ import argparse
 import secrets
 import time
 
+from gymflow.home import configure_prefect, project_home
 
+configure_prefect(project_home())  # before Prefect reads its settings
+
+from prefect import flow  # noqa: E402
+
+
+@flow(name="rlvr-lifecycle-scheduled")
 def scheduled_lifecycle(config: dict | None = None) -> dict:
-    """Entry point of the deployment: a new run id per scheduled run."""
+    """Entry point of the deployment: one lifecycle run with a fresh run id."""
     from flows.lifecycle import lifecycle
     from gymflow.config import LifecycleConfig
-    from gymflow.home import project_home
     from gymflow.run_context import RunContext
     from gymflow.tracking import configure, parent_run_id
 
@@ -40,13 +47,7 @@ def main() -> None:
     parser.add_argument("--cron", default="0 3 * * *", help="Cron schedule (UTC).")
     parser.add_argument("--name", default="nightly")
     args = parser.parse_args()
-    from gymflow.home import configure_prefect, project_home
-
-    configure_prefect(project_home())
-    from prefect import flow
-
-    deployable = flow(name="rlvr-lifecycle-scheduled")(scheduled_lifecycle)
-    deployable.serve(name=args.name, cron=args.cron, tags=["gymflow"], limit=1)
+    scheduled_lifecycle.serve(name=args.name, cron=args.cron, tags=["gymflow"], limit=1)
 
 
 if __name__ == "__main__":
