@@ -66,15 +66,18 @@ class RequestError(Exception):
 class SessionStore:
     """Live sessions with TTL and a cap; remembers closed ids so they are never reused.
 
+    Closed ids are remembered up to ``max_closed`` (oldest forgotten first), so a long-running
+    server's memory stays bounded; random session ids never collide with a forgotten one.
+
     ``live`` is kept in order of last use (every touch moves a session to the end). All
     sessions share one TTL, so that is also the order of expiry and :meth:`expire` only looks
     at the sessions that actually expired, not at every live one.
     """
 
-    def __init__(self, ttl_s: float, max_sessions: int) -> None:
-        self.ttl_s, self.max_sessions = ttl_s, max_sessions
+    def __init__(self, ttl_s: float, max_sessions: int, max_closed: int = 200_000) -> None:
+        self.ttl_s, self.max_sessions, self.max_closed = ttl_s, max_sessions, max_closed
         self.live: dict[str, Session] = {}
-        self.closed: set[str] = set()
+        self.closed: dict[str, None] = {}  # insertion-ordered: the oldest closed id first
 
     def add(self, session_id: str, session: Session) -> None:
         self.expire()
@@ -105,7 +108,9 @@ class SessionStore:
         return session
 
     def close(self, session_id: str) -> bool:
-        self.closed.add(session_id)
+        self.closed[session_id] = None
+        if len(self.closed) > self.max_closed:
+            del self.closed[next(iter(self.closed))]
         return self.live.pop(session_id, None) is not None
 
     def expire(self) -> None:

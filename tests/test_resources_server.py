@@ -346,7 +346,7 @@ def test_use_keeps_a_session_alive_and_expiry_follows_last_use():
     assert store.live["b"].expires_at > now + 99
     store.live["c"].expires_at = now - 1
     store.expire()
-    assert list(store.live) == ["b"] and store.closed == {"a", "c"}
+    assert list(store.live) == ["b"] and set(store.closed) == {"a", "c"}
 
 
 def test_session_cap():
@@ -718,3 +718,15 @@ def test_client_needs_exactly_one_target():
         EnvClient()
     with pytest.raises(ValueError):
         EnvClient(app=build_app(ENV), base_url="http://127.0.0.1:1")
+
+
+def test_closed_ids_are_remembered_up_to_a_bound():
+    store = SessionStore(ttl_s=100.0, max_sessions=10, max_closed=3)
+    now = time.monotonic()
+    for sid in ("a", "b", "c", "d"):
+        store.add(sid, Session(TASKS[0], None, now + 100.0))
+        store.close(sid)
+    assert list(store.closed) == ["b", "c", "d"]  # "a", the oldest, was forgotten
+    with pytest.raises(RequestError) as info:
+        store.add("d", Session(TASKS[0], None, now + 100.0))
+    assert info.value.kind is FailureKind.SESSION_CLOSED
