@@ -32,6 +32,19 @@ class SFTSettings(BaseModel):
     seed: int = Field(0, description="Shuffling and init seed.")
 
 
+def demonstrations(env, tokenizer, tasks) -> list[dict]:
+    """``{"prompt", "completion"}`` pairs: the rendered prompt and the gold answer plus EOS."""
+    return [
+        {
+            "prompt": tokenizer.apply_chat_template(
+                t.prompt, tools=t.tools, add_generation_prompt=True, tokenize=False
+            ),
+            "completion": env.gold_text(t) + tokenizer.eos_token,
+        }
+        for t in tasks
+    ]
+
+
 def run_sft(
     model_path: Path,
     out_dir: Path,

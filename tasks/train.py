@@ -21,7 +21,7 @@ from gymflow.policy import TransformersPolicy
 from gymflow.resources_server import build_app
 from gymflow.rollout_store import episode_rows, write_rollouts
 from gymflow.run_context import RunContext, stage
-from gymflow.sft import run_sft
+from gymflow.sft import demonstrations, run_sft
 from gymflow.task_table import read_tasks
 from tasks.options import STAGE_OPTIONS
 
@@ -30,18 +30,6 @@ def split_train(cfg: LifecycleConfig, data: dict):
     train = read_tasks(data["paths"]["train"])
     random.Random(cfg.seed).shuffle(train)
     return train[: cfg.demos], train[cfg.demos :]
-
-
-def _demos(env, tokenizer, tasks) -> list[dict]:
-    return [
-        {
-            "prompt": tokenizer.apply_chat_template(
-                t.prompt, tools=t.tools, add_generation_prompt=True, tokenize=False
-            ),
-            "completion": env.gold_text(t) + tokenizer.eos_token,
-        }
-        for t in tasks
-    ]
 
 
 def _sft(
@@ -53,7 +41,7 @@ def _sft(
     app = build_app(env)
     demos_t, _ = split_train(cfg, data)
     val = read_tasks(data["paths"]["val"])[: cfg.val_eval_n]
-    demos = _demos(env, AutoTokenizer.from_pretrained(start), demos_t)
+    demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demos_t)
 
     def sampled_success(model, tokenizer) -> float:
         _, summary = evaluate_policy(

@@ -19,7 +19,7 @@ from gymflow.evaluation import evaluate_policy
 from gymflow.grpo import GRPOSettings, RolloutSource, run_grpo
 from gymflow.policy import TransformersPolicy
 from gymflow.resources_server import build_app
-from gymflow.sft import SFTSettings, run_sft
+from gymflow.sft import SFTSettings, demonstrations, run_sft
 from gymflow.stats import paired_delta
 from gymflow.task_set import build_tasks, tokenizer_corpus
 from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
@@ -51,15 +51,7 @@ def _rewards(env, app, path, tasks, **kw):
 def test_sft_then_grpo_raise_heldout_reward(setting):
     env, app, train, heldout, base, out = setting
     tok = TransformersPolicy.from_path(base).tokenizer
-    demos = [
-        {
-            "prompt": tok.apply_chat_template(
-                t.prompt, tools=t.tools, add_generation_prompt=True, tokenize=False
-            ),
-            "completion": env.gold_text(t) + tok.eos_token,
-        }
-        for t in train[:400]
-    ]
+    demos = demonstrations(env, tok, train[:400])
     r0, s0 = _rewards(env, app, base, heldout, greedy=True)
     assert s0["valid_json"] == 0.0 and s0["success"] == 0.0  # random init: nothing to beat
 
