@@ -11,8 +11,6 @@ Stop the serving process with SIGTERM (Prefect pauses the schedule on exit).
 from __future__ import annotations
 
 import argparse
-import secrets
-import time
 
 from gymflow.home import configure_prefect, project_home
 
@@ -26,20 +24,11 @@ def scheduled_lifecycle(config: dict | None = None) -> dict:
     """Entry point of the deployment: one lifecycle run with a fresh run id."""
     from flows.lifecycle import lifecycle
     from gymflow.config import LifecycleConfig
-    from gymflow.run_context import RunContext
-    from gymflow.tracking import configure, parent_run_id
+    from gymflow.run_context import new_run_id, open_run
 
     home = project_home()
-    configure(home)
     cfg = LifecycleConfig.model_validate(config or {})
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    run_dir = home / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
-    ctx = RunContext(
-        run_id=run_id, run_dir=str(run_dir), home=str(home), mlflow_parent_id=parent_run_id(run_id)
-    )
-    return lifecycle(ctx, cfg)
+    return lifecycle(open_run(home, home / "runs" / new_run_id(), cfg), cfg)
 
 
 def main() -> None:

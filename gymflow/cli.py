@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import secrets
 import sys
-import time
 from pathlib import Path
 
 import typer
@@ -32,11 +30,10 @@ def run(
     configure_prefect(home)
     from gymflow.config import LifecycleConfig
     from gymflow.failures import GymflowError
-    from gymflow.run_context import RunContext
+    from gymflow.run_context import new_run_id, open_run
     from gymflow.summary import render_table
-    from gymflow.tracking import configure, parent_run_id
 
-    run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    run_id = run_id or new_run_id()
     run_dir = ((out or home / "runs") / run_id).resolve()
     saved = run_dir / "config.json"
     if saved.exists() and config is None and not smoke and seed is None:
@@ -48,15 +45,7 @@ def run(
             cfg = cfg.model_validate({**cfg.model_dump(), **json.loads(config.read_text())})
         if seed is not None:
             cfg = cfg.model_copy(update={"seed": seed})
-        run_dir.mkdir(parents=True, exist_ok=True)
-        saved.write_text(cfg.model_dump_json(indent=2))
-    configure(home)
-    ctx = RunContext(
-        run_id=run_id,
-        run_dir=str(run_dir),
-        home=str(home),
-        mlflow_parent_id=parent_run_id(run_id, {"config_digest": cfg.digest(), "env": cfg.env}),
-    )
+    ctx = open_run(home, run_dir, cfg)
     from flows.lifecycle import lifecycle
 
     typer.echo(f"run {run_id}: folder {run_dir}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,29 @@ class RunContext(BaseModel):
     @property
     def cache_dir(self) -> Path:
         return Path(self.home) / ".cache"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def open_run(home: Path, run_dir: Path, config) -> RunContext:
+    """Save the run's config in its folder and find or create its MLflow parent run.
+
+    The run id is the folder's name, so ``gymflow run --run-id X`` finds the same run again.
+    """
+    from gymflow.tracking import configure, parent_run_id
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
+    configure(home)
+    params = {"config_digest": config.digest(), "env": config.env}
+    return RunContext(
+        run_id=run_dir.name,
+        run_dir=str(run_dir),
+        home=str(home),
+        mlflow_parent_id=parent_run_id(run_dir.name, params),
+    )
 
 
 @contextlib.contextmanager
