@@ -49,6 +49,10 @@ class Environment(ABC):
     version: ClassVar[str] = "1"
     max_turns: ClassVar[int] = 1
     """Model turns per episode; a single-call environment ends after the first turn."""
+    heavy_verify: ClassVar[bool] = False
+    """True when ``verify`` is CPU-heavy (math-verify, running code): the resources server then
+    runs it in a process pool, off the event loop, so other sessions are not stalled. The
+    environment class must be importable by name (``environments.<name>``) in the workers."""
 
     @abstractmethod
     def tools(self) -> list[Callable[..., Any]]: ...
