@@ -3,10 +3,32 @@
 NeMo Gym stores a task as one JSON row whose ``responses_create_params`` holds the OpenAI
 Responses request (``input`` messages, ``tools`` as Responses function tools) next to the
 fields its verifier reads (``expected_count``, ``ground_truth``, …). Environments that import
-NeMo Gym tasks read the request part with :func:`nemo_prompt` and their own verifier fields.
+NeMo Gym tasks read the request part with :func:`nemo_prompt` (or build the whole task with
+:func:`nemo_task`) and their own verifier fields.
+
+A NeMo Gym *rollout* row is its ``/verify`` response: the ``responses_create_params`` echoed,
+the OpenAI ``response`` object (``output``: ``function_call`` / ``function_call_output`` /
+``message`` items), ``reward`` and the verifier's fields. :func:`rollout_row` writes a gymflow
+episode in that shape (every key NeMo Gym's own rollouts carry, unknown values null), so NeMo
+Gym tooling reads our rollouts; :func:`parse_rollout_row` reads any such row back into gymflow
+items, which is how ``gymflow verify --responses`` scores NeMo Gym rollouts.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gymflow.environment import Environment
+from gymflow.failures import FailureKind
+from gymflow.task_record import Task, content_hash
+from gymflow.tool_calls import parse_assistant_text
+from gymflow.verify_file import VerifyInputError, read_jsonl, write_jsonl_atomic
+
+if TYPE_CHECKING:  # the agent loop pulls in the HTTP client; an importer needs none of it
+    from gymflow.agent_loop import Episode
 
 
 def nemo_prompt(row: dict) -> tuple[list[dict], list[dict]]:
@@ -44,3 +66,275 @@ def nemo_prompt(row: dict) -> tuple[list[dict], list[dict]]:
             }
         )
     return messages, tools
+
+
+def nemo_task(row: dict, env: Environment, ground_truth: dict, task_id: str | None = None) -> Task:
+    """A held-out :class:`Task` from a NeMo Gym row and the verifier fields the caller read.
+
+    NeMo Gym rows usually carry no id; then ``task_id`` is ``<env>-<content hash[:12]>``, the
+    scheme :func:`gymflow.task_set.build_tasks` uses, so the same row always gets the same id.
+    The row's own tools are kept; every one must be a tool of ``env`` (else ``ValueError``).
+    """
+    messages, tools = nemo_prompt(row)
+    missing = sorted({t["function"]["name"] for t in tools} - set(env.tool_specs))
+    if missing:
+        raise ValueError(f"the row offers tools {env.name!r} does not have: {', '.join(missing)}")
+    digest = content_hash(messages, ground_truth)
+    return Task(
+        task_id=task_id or f"{env.name}-{digest[:12]}",
+        env=env.name,
+        split="heldout",  # imported to evaluate or check a verifier, never to train on
+        prompt=messages,
+        tools=tools or env.tool_schemas,
+        ground_truth=ground_truth,
+        generator="nemo_gym",
+        seed=0,
+        content_hash=digest,
+    )
+
+
+# --- writing rollouts -------------------------------------------------------------------------
+
+
+def rollout_row(episode: Episode, env: Environment, model: str = "gymflow-policy") -> dict:
+    """One verified gymflow episode as a NeMo Gym rollout row.
+
+    Top level: ``responses_create_params``, ``response``, ``reward``, then the task's verifier
+    fields (its ground truth, as NeMo Gym echoes a task row's fields) and gymflow's own
+    ``task_id``, ``env``, ``success``, ``failure_kind``, ``reward_components``. Values the
+    episode does not know (sampling settings, billing) are null. ``usage`` counts the prompt
+    once and the model's own tokens as output (tool-output tokens are in neither).
+    """
+    task = episode.task
+    tools = [_responses_tool(t) for t in task.tools]
+    params = {key: None for key in _CREATE_PARAM_KEYS}
+    params.update(
+        input=[
+            {"content": m["content"], "role": m["role"], "type": "message"} for m in task.prompt
+        ],
+        tools=tools,
+        parallel_tool_calls=True,  # gymflow runs every call of a turn
+        tool_choice="auto",
+    )
+    truncated = episode.truncated
+    output_tokens = sum(episode.env_mask)
+    response = {key: None for key in _RESPONSE_KEYS}
+    response.update(
+        id=f"resp_{episode.session_id}",
+        created_at=episode.started_at,
+        metadata={},
+        model=model,
+        object="response",
+        output=[_output_item(it, i) for i, it in enumerate(episode.items[len(task.prompt) :])],
+        parallel_tool_calls=True,
+        tool_choice="auto",
+        tools=tools,
+        background=False,
+        reasoning={"effort": None, "generate_summary": None, "summary": None},
+        status="incomplete" if truncated else "completed",
+        incomplete_details={"reason": "max_output_tokens"} if truncated else None,
+        text={"format": {"type": "text"}, "verbosity": None},
+        truncation="disabled",
+        usage={
+            "input_tokens": len(episode.prompt_ids),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": len(episode.prompt_ids) + output_tokens,
+        },
+    )
+    row = {"responses_create_params": params, "response": response, "reward": episode.reward}
+    clashes = sorted(set(task.ground_truth) & (set(row) | set(_GYMFLOW_FIELDS)))
+    if clashes:
+        raise ValueError(f"ground-truth fields clash with rollout fields: {', '.join(clashes)}")
+    row.update(task.ground_truth)
+    score = episode.score
+    row.update(
+        task_id=task.task_id,
+        env=env.name,
+        success=bool(score["success"]),
+        failure_kind=score["failure_kind"],
+        reward_components=dict(score["components"]),
+    )
+    return row
+
+
+def write_rollouts_jsonl(
+    path: Path | str, episodes: Iterable[Episode], env: Environment, model: str = "gymflow-policy"
+) -> int:
+    """Write the episodes as NeMo Gym rollout JSONL, atomically (complete or absent); the count."""
+    rows = [rollout_row(ep, env, model) for ep in episodes]
+    write_jsonl_atomic(Path(path), rows)
+    return len(rows)
+
+
+# --- reading rollouts -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolloutRow:
+    """A NeMo Gym rollout read back: gymflow items of its ``response.output`` (no prompt)."""
+
+    line: int
+    task_id: str | None
+    """gymflow's ``task_id`` when the row has one (NeMo Gym's own rows do not)."""
+    prompt: list[dict] | None
+    """The ``responses_create_params`` input as chat messages, to find the task by."""
+    items: list[dict]
+    reward: float | None
+    """The reward the producer gave, to compare with a re-score."""
+
+
+def is_rollout_row(row: dict) -> bool:
+    """A NeMo Gym rollout carries the Response object under ``response`` (an object, not text)."""
+    return isinstance(row.get("response"), dict)
+
+
+def parse_rollout_row(row: dict, line: int = 0) -> RolloutRow:
+    """Read one NeMo Gym rollout row; ``ValueError`` / ``KeyError`` / ``TypeError`` if malformed.
+
+    ``function_call`` and ``function_call_output`` keep ``call_id``, ``name``, ``arguments``,
+    ``output``; a message's content parts are joined into text. An assistant message whose
+    text is broken gymflow tool-call markup gets ``parse_error`` back, as when it was produced
+    (NeMo Gym models put calls in ``function_call`` items, so their text never has the marker).
+    Other item types (``reasoning``) are kept as they are; no verifier here scores them.
+    """
+    response = row["response"]
+    if not isinstance(response, dict):
+        raise TypeError("'response' must be a Responses object")
+    output = response["output"]
+    if not isinstance(output, list):
+        raise TypeError("'response.output' must be a list of Responses items")
+    task_id = row.get("task_id")
+    if task_id is not None and not isinstance(task_id, str):
+        raise TypeError("'task_id' must be a string")
+    prompt = nemo_prompt(row)[0] if "responses_create_params" in row else None
+    reward = row.get("reward")
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
+        raise TypeError("'reward' must be a number")
+    items = [_gymflow_item(item, i) for i, item in enumerate(output)]
+    return RolloutRow(line, task_id, prompt, items, None if reward is None else float(reward))
+
+
+def read_rollout_rows(path: Path | str) -> list[RolloutRow]:
+    """Every row of a NeMo Gym rollout JSONL file; a bad row raises naming its line."""
+    rows = []
+    for number, row in read_jsonl(Path(path)):
+        try:
+            rows.append(parse_rollout_row(row, number))
+        except (ValueError, KeyError, TypeError) as exc:
+            problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise VerifyInputError(
+                path, number, f"not a NeMo Gym rollout: {problem}", FailureKind.SCHEMA_VIOLATION
+            ) from None
+    return rows
+
+
+# --- item conversion --------------------------------------------------------------------------
+
+_CREATE_PARAM_KEYS = (  # noqa: SIM905 (a word list reads better than 30 quoted lines)
+    "background include input instructions max_output_tokens max_tool_calls metadata "
+    "model parallel_tool_calls previous_response_id prompt reasoning service_tier store "
+    "temperature text tool_choice tools top_logprobs top_p truncation user stream"
+).split()
+"""The keys of the create params NeMo Gym echoes (its ``example_rollouts.jsonl``)."""
+
+_RESPONSE_KEYS = (  # noqa: SIM905 (a word list reads better than 30 quoted lines)
+    "id created_at error incomplete_details instructions metadata model object output "
+    "parallel_tool_calls temperature tool_choice tools top_p background max_output_tokens "
+    "max_tool_calls previous_response_id prompt reasoning service_tier status text "
+    "top_logprobs truncation usage user billing prompt_cache_key safety_identifier store"
+).split()
+"""The keys of the OpenAI Response object in NeMo Gym's rollouts."""
+
+_GYMFLOW_FIELDS = ("task_id", "env", "success", "failure_kind", "reward_components")
+
+
+def _responses_tool(tool: dict) -> dict:
+    fn = tool.get("function", tool)
+    return {
+        "name": fn["name"],
+        "parameters": fn.get("parameters", {"type": "object", "properties": {}}),
+        "strict": False,  # gymflow validates arguments on the server, not in decoding
+        "type": "function",
+        "description": fn.get("description", ""),
+    }
+
+
+def _output_item(item: dict, index: int) -> dict:
+    kind = item["type"]
+    if kind == "function_call":
+        return {
+            "arguments": item["arguments"],
+            "call_id": item["call_id"],
+            "name": item["name"],
+            "type": "function_call",
+            "id": f"fc_{item['call_id']}",
+            "status": "completed",
+        }
+    if kind == "function_call_output":
+        return {
+            "call_id": item["call_id"],
+            "output": item["output"],
+            "type": "function_call_output",
+            "id": None,
+            "status": None,
+        }
+    if kind == "message":
+        text = {"annotations": [], "text": item["content"], "type": "output_text", "logprobs": []}
+        return {
+            "id": f"msg_{index}",
+            "content": [text],
+            "role": item["role"],
+            "status": "completed",
+            "type": "message",
+        }
+    raise ValueError(f"no NeMo Gym form for a gymflow item of type {kind!r}")
+
+
+def _gymflow_item(item: object, index: int) -> dict:
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        raise TypeError(f"output[{index}] must be an object with a string 'type'")
+    kind = item["type"]
+    if kind == "function_call":
+        for key in ("name", "arguments", "call_id"):
+            if not isinstance(item.get(key), str):
+                raise TypeError(f"output[{index}] is a function_call whose {key!r} is not a string")
+        return {
+            "type": kind,
+            "call_id": item["call_id"],
+            "name": item["name"],
+            "arguments": item["arguments"],
+        }
+    if kind == "function_call_output":
+        if not isinstance(item.get("call_id"), str):
+            raise TypeError(f"output[{index}] is a function_call_output without a call_id")
+        output = _text(item.get("output"), f"output[{index}].output")
+        return {"type": kind, "call_id": item["call_id"], "output": output}
+    if kind == "message":
+        role = item.get("role")
+        if not isinstance(role, str):
+            raise TypeError(f"output[{index}] is a message without a string 'role'")
+        text = _text(item.get("content"), f"output[{index}].content")
+        out = {"type": kind, "role": role, "content": text.strip()}
+        if role == "assistant":
+            parsed = parse_assistant_text(text)
+            if parsed.error:
+                out.update(content=text, parse_error=f"{parsed.error}: {parsed.error_detail}")
+        return out
+    return dict(item)
+
+
+def _text(value: object, where: str) -> str:
+    """A string, or Responses content parts joined (``output_text`` / ``refusal``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for part in value:
+            text = part.get("text", part.get("refusal")) if isinstance(part, dict) else None
+            if not isinstance(text, str):
+                raise TypeError(f"{where} has a part without text")
+            texts.append(text)
+        return "".join(texts)
+    raise TypeError(f"{where} must be text or a list of text parts")

@@ -8,7 +8,10 @@ other system (or a person) produced, and compare the rewards it gives with the o
   environment's tool schemas) is built in, and an environment adds its own formats through
   :meth:`~gymflow.environment.Environment.importers`. An importer keeps the source's ids.
 * **Responses** (JSONL) are rows ``{"task_id", "response": str}`` (final model text, parsed
-  strictly like a rollout) or ``{"task_id", "output": [Responses items]}``.
+  strictly like a rollout) or ``{"task_id", "output": [Responses items]}``, or NeMo Gym
+  rollout rows (``response`` is the Responses object; its ``output`` items are scored, see
+  :mod:`gymflow.nemo_gym`). A NeMo Gym row without ``task_id`` names its task by its prompt
+  (``responses_create_params.input``), which must match exactly one task's.
 * **Scores** (JSONL) are one row per response, in the same order: ``task_id``, ``reward``,
   ``reward_components``, ``failure_kind``, ``success``.
 
@@ -187,22 +190,36 @@ def load_tasks(env: Environment, path: Path, fmt: str = "gymflow") -> dict[str, 
 
 
 def load_responses(path: Path, tasks: dict[str, Task]) -> list[ResponseRow]:
-    """Response rows in file order; each names a known task and has ``response`` xor ``output``."""
+    """Response rows in file order; each names a known task and has ``response`` xor ``output``.
+
+    A NeMo Gym rollout row (``response`` is an object) may name its task by its prompt instead.
+    """
     rows: list[ResponseRow] = []
+    by_prompt: dict[str, list[str]] = {}
     for number, row in read_jsonl(path):
         bad = partial(_row_error, path, number)
+        has_response, has_output = "response" in row, "output" in row
+        if has_response == has_output:
+            which = "both" if has_response else "neither"
+            raise bad(f"row has {which} of 'response' and 'output'; give exactly one")
+        if isinstance(row["response"] if has_response else None, dict):
+            if not by_prompt:
+                for task in tasks.values():
+                    by_prompt.setdefault(_prompt_key(task.prompt), []).append(task.task_id)
+            task_id, items = _nemo_gym_row(row, number, tasks, by_prompt, bad)
+            rows.append(ResponseRow(line=number, task_id=task_id, items=items))
+            continue
         task_id = row.get("task_id")
         if not isinstance(task_id, str):
             raise bad("missing task_id" if task_id is None else "task_id must be a string")
         if task_id not in tasks:
             raise bad(f"unknown task_id {task_id!r} (not in the tasks file)")
-        has_response, has_output = "response" in row, "output" in row
-        if has_response == has_output:
-            which = "both" if has_response else "neither"
-            raise bad(f"row has {which} of 'response' and 'output'; give exactly one")
         if has_response:
             if not isinstance(row["response"], str):
-                raise bad("'response' must be a string (the model's final text)")
+                raise bad(
+                    "'response' must be a string (the model's final text) "
+                    "or a NeMo Gym Responses object"
+                )
             items = assistant_items(row["response"], 0)
         else:
             items = _check_output(row["output"], bad)
@@ -281,6 +298,45 @@ def _check_output(output: object, bad: Callable[[str], VerifyInputError]) -> lis
                         + (" (arguments are a JSON-encoded string)" if key == "arguments" else "")
                     )
     return [dict(item) for item in output]
+
+
+def _nemo_gym_row(
+    row: dict,
+    line: int,
+    tasks: dict[str, Task],
+    by_prompt: dict[str, list[str]],
+    bad: Callable[[str], VerifyInputError],
+) -> tuple[str, list[dict]]:
+    """``(task_id, items)`` of a NeMo Gym rollout row; its task by id, else by its prompt."""
+    from gymflow.nemo_gym import parse_rollout_row  # a function import: nemo_gym imports us
+
+    try:
+        rollout = parse_rollout_row(row, line)
+    except (ValueError, KeyError, TypeError) as exc:
+        problem = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise bad(f"not a NeMo Gym rollout: {problem}") from None
+    if rollout.task_id is not None:
+        if rollout.task_id not in tasks:
+            raise bad(f"unknown task_id {rollout.task_id!r} (not in the tasks file)")
+        task = tasks[rollout.task_id]
+        if rollout.prompt is not None and _prompt_key(rollout.prompt) != _prompt_key(task.prompt):
+            raise bad(f"the rollout's input differs from the prompt of task {task.task_id!r}")
+        return task.task_id, _check_output(rollout.items, bad)
+    if rollout.prompt is None:
+        raise bad("a NeMo Gym rollout without task_id needs responses_create_params.input")
+    found = by_prompt.get(_prompt_key(rollout.prompt), [])
+    if len(found) != 1:
+        raise bad(
+            "no task has this rollout's prompt (responses_create_params.input)"
+            if not found
+            else f"{len(found)} tasks have this rollout's prompt ({', '.join(found[:3])}); "
+            "give task_id"
+        )
+    return found[0], _check_output(rollout.items, bad)
+
+
+def _prompt_key(messages: list[dict]) -> str:
+    return json.dumps([[m.get("role"), m.get("content")] for m in messages], ensure_ascii=False)
 
 
 def _row_error(path: Path, line: int, problem: str) -> VerifyInputError:

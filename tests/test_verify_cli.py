@@ -75,6 +75,28 @@ def test_output_items_with_the_right_call_score_one_and_a_wrong_argument_less(tm
     assert bad["reward_components"]["tool"] == 1.0
 
 
+def test_nemo_gym_rollout_rows_score_their_output_items(tmp_path, tasks):
+    task = next(t for t in tasks if t.ground_truth["tool"] == "set_timer")
+    call = {
+        "type": "function_call",
+        "name": "set_timer",
+        "call_id": "call_1",
+        "arguments": json.dumps(task.ground_truth["arguments"]),
+        "id": "fc_1",
+        "status": "completed",
+    }
+    params = {"input": [{"type": "message", **m} for m in task.prompt], "tools": []}
+    rows = [
+        {"responses_create_params": params, "response": {"output": [call]}, "reward": 1.0},
+        {"task_id": task.task_id, "response": {"output": []}, "reward": 0.0},
+    ]
+    result, out = run_verify(tmp_path, write_rows(tmp_path / "r.jsonl", rows))
+    assert result.exit_code == 0, result.output
+    right, empty = scores(out)
+    assert right["task_id"] == task.task_id and (right["reward"], right["success"]) == (1.0, True)
+    assert (empty["reward"], empty["failure_kind"]) == (-1.0, "no_tool_call")
+
+
 def test_malformed_answers_are_scored_not_errors(tmp_path, tasks):
     task = tasks[0]
     rows = [
@@ -101,6 +123,18 @@ BAD_ROWS = {
     "both": (
         '{"task_id": "TASK", "response": "", "output": []}',
         "r.jsonl:2: row has both of 'response' and 'output'",
+    ),
+    "response_neither_text_nor_object": (
+        '{"task_id": "TASK", "response": 5}',
+        "r.jsonl:2: 'response' must be a string (the model's final text) or a NeMo Gym",
+    ),
+    "nemo_gym_rollout_for_an_unknown_task": (
+        '{"task_id": "nope", "response": {"output": []}}',
+        "r.jsonl:2: unknown task_id 'nope'",
+    ),
+    "nemo_gym_rollout_of_no_task": (
+        '{"responses_create_params": {"input": "hi"}, "response": {"output": []}}',
+        "r.jsonl:2: no task has this rollout's prompt",
     ),
     "arguments_not_a_string": (
         '{"task_id": "TASK", "output": [{"type": "function_call", "name": "f", "arguments": {}}]}',

@@ -8,15 +8,22 @@ answer with the number. The counter lives in the session (seeded from the task's
 Verification is by outcome and pure: the verifier replays the episode's successful tool calls
 on a fresh counter and compares the result with ``expected_count`` (the NeMo Gym reward: 1 iff
 the counter ends at the expected value); the final answer must also state that value.
+
+NeMo Gym's own task rows (``responses_create_params`` + ``initial_count`` + ``expected_count``,
+as in its ``example_session_state_mgmt/data/example.jsonl``) are read unchanged by the
+``nemo_gym`` importer: ``gymflow verify --env counter --format nemo_gym``.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
+from collections.abc import Callable
 
 from gymflow.environment import Environment, Probe, TaskDraft
 from gymflow.failures import FailureKind
+from gymflow.nemo_gym import nemo_task
 from gymflow.scoring import Score
 from gymflow.task_record import Task
 from gymflow.tool_calls import render_call
@@ -71,10 +78,24 @@ class CounterServer(Environment):
 
     def gold_turns(self, task: Task) -> list[str]:
         """The texts of a perfect episode, turn by turn (calls, then the answer)."""
-        calls = [
-            render_call("increment_counter", {"count": c}) for c in task.ground_truth["increments"]
-        ]
+        calls = [render_call("increment_counter", {"count": c}) for c in _increments(task)]
         return [*calls, render_call("get_counter_value", {}), self.gold_text(task)]
+
+    def importers(self) -> dict[str, Callable[[dict], Task]]:
+        return {"nemo_gym": self.import_nemo_gym}
+
+    def import_nemo_gym(self, row: dict) -> Task:
+        """A NeMo Gym counter row, unchanged: ``initial_count`` and ``expected_count`` (ints).
+
+        Its rows have no id, so the id is ``counter-<content hash[:12]>`` of (prompt, those two
+        fields): stable across files and line order, as for generated tasks.
+        """
+        truth = {}
+        for key in ("initial_count", "expected_count"):
+            if type(row[key]) is not int:
+                raise TypeError(f"{key} must be an integer, got {row[key]!r}")
+            truth[key] = row[key]
+        return nemo_task(row, self, truth)
 
     def probes(self, task: Task) -> list[Probe]:
         expected = task.ground_truth["expected_count"]
@@ -122,6 +143,22 @@ def score(truth: dict, items: list[dict]) -> Score:
             "wrong final answer",
         )
     return Score(1.0, True, None, comps, "")
+
+
+def _increments(task: Task) -> list[int]:
+    """The additions a perfect episode makes.
+
+    Generated tasks list them; NeMo Gym rows do not, so they are read from the request ("add 1
+    then add 2") when they add up to the expected count, else one call adds the difference
+    (the reward is the final count either way).
+    """
+    truth = task.ground_truth
+    if "increments" in truth:
+        return list(truth["increments"])
+    need = truth["expected_count"] - truth["initial_count"]
+    request = " ".join(m["content"] for m in task.prompt if m["role"] == "user")
+    asked = [int(n) for n in re.findall(r"\badd (-?\d+)", request)]
+    return asked if asked and sum(asked) == need else [need]
 
 
 def _is_error(output: str | None) -> bool:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
+
+import pytest
 
 from environments.counter.server import CounterServer, score
 from gymflow.agent_loop import Sampling, run_episodes
@@ -11,6 +15,10 @@ from gymflow.env_client import EnvClient
 from gymflow.resources_server import build_app
 from gymflow.scripted_policy import ScriptedPolicy
 from gymflow.task_set import build_tasks
+from gymflow.tool_calls import render_call
+from gymflow.verify_file import VerifyInputError, load_tasks
+
+NEMO_TASKS = Path(__file__).resolve().parents[1] / "examples/nemo_gym_tasks.jsonl"
 
 TRUTH = {"initial_count": 3, "increments": [1, 2], "expected_count": 6}
 
@@ -78,3 +86,39 @@ def test_concurrent_sessions_do_not_share_counters():
     episodes = [ep for batch in asyncio.run(go()) for ep in batch]
     assert all(ep.reward == 1.0 for ep in episodes)
     assert not app.state.sessions.live
+
+
+def test_nemo_gym_rows_import_with_content_hash_ids_and_gold_turns_that_follow_the_request():
+    env = CounterServer()
+    tasks = list(load_tasks(env, NEMO_TASKS, "nemo_gym").values())
+    assert [t.ground_truth for t in tasks][0] == {"initial_count": 3, "expected_count": 6}
+    assert all(
+        t.task_id == f"counter-{t.content_hash[:12]}" and t.split == "heldout" for t in tasks
+    )
+    assert env.gold_turns(tasks[0])[:2] == [
+        render_call("increment_counter", {"count": 1}),
+        render_call("increment_counter", {"count": 2}),
+    ]
+    # A request whose numbers do not add up still gets a perfect episode: one call for the rest.
+    odd = env.import_nemo_gym({**_row(), "expected_count": 10})
+    assert env.gold_turns(odd)[0] == render_call("increment_counter", {"count": 7})
+
+
+def _row() -> dict:
+    return json.loads(NEMO_TASKS.read_text().splitlines()[0])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"expected_count": "6"}, "not a nemo_gym task: expected_count must be an integer"),
+        ({"initial_count": None}, "not a nemo_gym task: missing field 'initial_count'"),
+        ({"responses_create_params": {"input": "add 1", "tools": [{"name": "reset"}]}}, "reset"),
+    ],
+)
+def test_bad_nemo_gym_rows_name_the_line_and_the_problem(tmp_path, change, message):
+    row = {k: v for k, v in {**_row(), **change}.items() if v is not None}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(_row()) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(VerifyInputError, match=f"t.jsonl:2: .*{message}"):
+        load_tasks(CounterServer(), path, "nemo_gym")
