@@ -264,6 +264,7 @@ def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600: others could not read the result
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
