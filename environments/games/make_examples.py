@@ -1,0 +1,83 @@
+"""Write ``examples/tasks.jsonl`` and ``examples/rollouts.jsonl``: ``python -m environments.games.make_examples``.
+
+Tasks: one of each kind (4×4 and 9×9 sudoku answered in text, a 4×4 filled with the tool,
+Nim against the optimal and the seeded opponent) from ``generate(…, seed=2026)``. Rollouts, in
+NeMo Gym's rollout format: the gold episode of each task, played through the in-process
+resources server, plus two adversarial ones (a victory claimed in text, a grid one cell short)
+so the file shows a zero and a partial reward as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from environments.games.server import GamesServer
+from gymflow.agent_loop import Episode, Sampling, run_episodes
+from gymflow.env_client import EnvClient
+from gymflow.nemo_gym import rollout_row
+from gymflow.resources_server import build_app
+from gymflow.scripted_policy import ScriptedPolicy
+from gymflow.task_record import Task
+from gymflow.task_set import build_tasks
+from gymflow.verify_file import write_jsonl_atomic
+
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+SEED = 2026
+
+
+def kind(task: Task) -> str:
+    truth = task.ground_truth
+    if truth["game"] == "nim":
+        return f"nim-{truth['opponent']}"
+    return f"sudoku{truth['size']}-{truth['mode']}"
+
+
+def example_tasks(env: GamesServer) -> list[Task]:
+    """The first generated task of each kind, in a fixed order of kinds."""
+    wanted = ["sudoku4-answer", "sudoku9-answer", "sudoku4-tools", "nim-optimal", "nim-seeded"]
+    found: dict[str, Task] = {}
+    for task in build_tasks(env, 60, seed=SEED, heldout_frac=0.0, val_frac=0.0):
+        found.setdefault(kind(task), task)
+    return [found[k] for k in wanted]
+
+
+def play(env: GamesServer, scripts: list[tuple[Task, list[str]]]) -> list[Episode]:
+    app = build_app(env)
+
+    async def go() -> list[Episode]:
+        episodes: list[Episode] = []
+        async with EnvClient(app=app) as client:
+            for task, turns in scripts:
+                episodes += await run_episodes(
+                    client,
+                    env,
+                    ScriptedPolicy.replay(turns),
+                    [task],
+                    Sampling(max_completion_tokens=1 << 20),
+                    [0],
+                )
+        return episodes
+
+    return asyncio.run(go())
+
+
+def main() -> None:
+    env = GamesServer()
+    tasks = example_tasks(env)
+    write_jsonl_atomic(EXAMPLES / "tasks.jsonl", [t.model_dump() for t in tasks])
+    nim_task = next(t for t in tasks if t.ground_truth["game"] == "nim")
+    sudoku_task = tasks[0]
+    claims = next(p for p in env.probes(nim_task) if p.name == "claims_victory")
+    short = next(p for p in env.probes(sudoku_task) if p.name == "one_blank_left")
+    scripts = [(t, env.gold_turns(t)) for t in tasks]
+    scripts += [(nim_task, [claims.text]), (sudoku_task, [short.text])]
+    episodes = play(env, scripts)
+    models = ["scripted-gold"] * len(tasks) + [f"scripted-probe-{p.name}" for p in (claims, short)]
+    rows = [rollout_row(ep, env, model) for ep, model in zip(episodes, models, strict=True)]
+    write_jsonl_atomic(EXAMPLES / "rollouts.jsonl", rows)
+    print(f"{len(tasks)} tasks, {len(rows)} rollouts -> {EXAMPLES}")
+
+
+if __name__ == "__main__":
+    main()
