@@ -1,9 +1,17 @@
 """The agent loop: seed → model turn → tool calls → observations → … → verify → close.
 
-Episodes advance in lock-step turns so that every model turn is one batched generation across
-all live episodes. The token view keeps what training needs: prompt ids, completion ids
-(model tokens and, for multi-turn, the tool-output tokens between turns), the sampling logprob
-of each model token, and ``env_mask`` (1 = model token, 0 = environment token, not trained).
+Episodes advance in lock-step turns so that every model turn is one batched generation (token
+backends) or one round of concurrent requests (message backends) across all live episodes.
+
+Token backends (:class:`~gymflow.policy.Policy`) give the token view training needs: prompt
+ids, completion ids (model tokens and, for multi-turn, the tool-output tokens between turns),
+the sampling logprob of each model token, and ``env_mask`` (1 = model token, 0 = environment
+token, not trained). Message backends (:class:`~gymflow.policy.ChatPolicy`) keep the same
+Responses-style items; their token view is rebuilt from the ids the server returns when each
+turn's prompt ids extend the previous context exactly, and is empty otherwise
+(``has_token_view`` False): such episodes are evaluated, and :func:`training_batch` refuses
+them. A turn the backend could not produce (server down, timeout, garbage) ends its episode
+with that failure kind instead of a verifier score; the other episodes go on.
 """
 
 from __future__ import annotations
@@ -13,10 +21,16 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from gymflow.chat_episode import (
+    assistant_message,
+    chat_items,
+    drop_token_view,
+    extend_token_view,
+)
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
-from gymflow.failures import FailureKind
-from gymflow.policy import Policy
+from gymflow.failures import FailureKind, GymflowError
+from gymflow.policy import ChatPolicy, ChatRequest, ChatTurn, Policy, is_chat_policy
 from gymflow.task_record import Task
 from gymflow.trajectory import assistant_items, prompt_items
 
@@ -41,6 +55,11 @@ class Episode:
     logprobs: list[float] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     items: list[dict] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    """The chat conversation (message backends only)."""
+    has_token_view: bool = True
+    policy_failed: bool = False
+    """The backend could not produce a turn; ``score`` holds its failure kind, not a verdict."""
     turns: int = 0
     tool_calls: int = 0
     done: bool = False
@@ -57,7 +76,7 @@ class Episode:
 async def run_episodes(
     client: EnvClient,
     env: Environment,
-    policy: Policy,
+    policy: Policy | ChatPolicy,
     tasks: list[Task],
     sampling: Sampling,
     seeds: list[int],
@@ -66,18 +85,25 @@ async def run_episodes(
     t0 = time.time()
     episodes = [Episode(task=t, seed=s, started_at=t0) for t, s in zip(tasks, seeds, strict=True)]
     session_ids = await asyncio.gather(*(client.seed_session(e.task) for e in episodes))
+    chat = is_chat_policy(policy)
     prompt_cache: dict[str, list[int]] = {}
     for ep, sid in zip(episodes, session_ids, strict=True):
         ep.session_id = sid
+        ep.items = prompt_items(ep.task.prompt)
+        if chat:
+            ep.messages = [dict(m) for m in ep.task.prompt]
+            continue
         if ep.task.task_id not in prompt_cache:
             prompt_cache[ep.task.task_id] = policy.encode_prompt(ep.task.prompt, ep.task.tools)
         ep.prompt_ids = prompt_cache[ep.task.task_id]
-        ep.items = prompt_items(ep.task.prompt)
     try:
         for turn in range(env.max_turns):
             live = [e for e in episodes if not e.done]
             if not live:
                 break
+            if chat:
+                await _chat_turn(client, env, policy, live, turn, sampling)
+                continue
             gens = policy.generate(
                 [e.prompt_ids + e.completion_ids for e in live],
                 max_new_tokens=sampling.max_new_tokens,
@@ -91,17 +117,51 @@ async def run_episodes(
                     for e, g in zip(live, gens, strict=True)
                 )
             )
-        scores = await asyncio.gather(*(client.verify(e.session_id, e.items) for e in episodes))
-        for ep, score in zip(episodes, scores, strict=True):
+        to_verify = [e for e in episodes if not e.policy_failed]
+        scores = await asyncio.gather(*(client.verify(e.session_id, e.items) for e in to_verify))
+        for ep, score in zip(to_verify, scores, strict=True):
             if ep.truncated and score["failure_kind"] is None:
                 score = {**score, "failure_kind": str(FailureKind.TRUNCATED)}
             ep.score = score
+        for ep in episodes:
             ep.latency_s = time.time() - t0
     finally:
         await asyncio.gather(
             *(client.close_session(e.session_id) for e in episodes if e.session_id)
         )
     return episodes
+
+
+def training_batch(episodes: list[Episode]) -> dict:
+    """The token view TRL's ``rollout_func`` returns; refuses episodes that have none.
+
+    Raises ``GymflowError(NO_TOKEN_VIEW)`` for message-level episodes without token ids and
+    the policy failure's own kind for episodes the backend could not finish: their reward says
+    nothing about the policy, so training on them would be training on noise.
+    """
+    failed = [e for e in episodes if e.policy_failed]
+    if failed:
+        kind = FailureKind(failed[0].score["failure_kind"])
+        raise GymflowError(
+            kind,
+            f"{len(failed)} of {len(episodes)} episodes failed in the policy backend "
+            f"(first: {failed[0].score['detail']}); they cannot be trained on",
+        )
+    blind = [e for e in episodes if not e.has_token_view]
+    if blind:
+        raise GymflowError(
+            FailureKind.NO_TOKEN_VIEW,
+            f"{len(blind)} of {len(episodes)} episodes have no token ids (a message-level policy "
+            "backend whose server returns none, or re-rendered turns that do not extend the "
+            "sampled tokens); evaluate them, train with the transformers or vllm backend",
+        )
+    return {
+        "prompt_ids": [e.prompt_ids for e in episodes],
+        "completion_ids": [e.completion_ids for e in episodes],
+        "logprobs": [e.logprobs for e in episodes],
+        "env_mask": [e.env_mask for e in episodes],
+        "env_reward": [e.reward for e in episodes],
+    }
 
 
 async def _advance(
@@ -126,6 +186,18 @@ async def _advance(
     if not calls or turn + 1 >= env.max_turns:
         ep.done = True
         return
+    for output in await _call_tools(client, ep, calls):
+        obs_ids = policy.encode_observation(output)
+        ep.completion_ids += obs_ids
+        ep.logprobs += [0.0] * len(obs_ids)
+        ep.env_mask += [0] * len(obs_ids)
+    if len(ep.completion_ids) + sampling.max_new_tokens > sampling.max_completion_tokens:
+        ep.done = ep.truncated = True
+
+
+async def _call_tools(client: EnvClient, ep: Episode, calls: list[dict]) -> list[str]:
+    """Run the calls in order (they may share state); append and return their outputs."""
+    outputs = []
     for call in calls:
         ep.tool_calls += 1
         result = await client.call_tool(ep.session_id, call["name"], json.loads(call["arguments"]))
@@ -135,9 +207,67 @@ async def _advance(
         ep.items.append(
             {"type": "function_call_output", "call_id": call["call_id"], "output": output}
         )
-        obs_ids = policy.encode_observation(output)
-        ep.completion_ids += obs_ids
-        ep.logprobs += [0.0] * len(obs_ids)
-        ep.env_mask += [0] * len(obs_ids)
-    if len(ep.completion_ids) + sampling.max_new_tokens > sampling.max_completion_tokens:
+        outputs.append(output)
+    return outputs
+
+
+async def _chat_turn(
+    client: EnvClient,
+    env: Environment,
+    policy: ChatPolicy,
+    live: list[Episode],
+    turn: int,
+    sampling: Sampling,
+) -> None:
+    temperature = 0.0 if sampling.greedy else sampling.temperature
+    max_tokens = sampling.max_new_tokens
+    requests = [
+        ChatRequest(e.messages, e.task.tools or None, max_tokens, temperature, e.seed + turn)
+        for e in live
+    ]
+    replies = await policy.chat(requests)
+    await asyncio.gather(
+        *(
+            _advance_chat(client, env, e, r, turn, sampling)
+            for e, r in zip(live, replies, strict=True)
+        )
+    )
+
+
+async def _advance_chat(
+    client: EnvClient, env: Environment, ep: Episode, reply: ChatTurn, turn: int, sampling: Sampling
+) -> None:
+    if reply.error is not None:
+        ep.done, ep.policy_failed = True, True
+        drop_token_view(ep)
+        ep.score = {
+            "reward": 0.0,
+            "success": False,
+            "failure_kind": str(reply.error.kind),
+            "components": {},
+            "detail": f"policy: {reply.error.detail}",
+        }
+        return
+    ep.turns += 1
+    extend_token_view(ep, reply)
+    new_items = chat_items(reply, turn)
+    ep.items += new_items
+    calls = [it for it in new_items if it["type"] == "function_call"]
+    # The server's call ids go back with the tool results (a hosted API checks them).
+    ids = [tc.get("id") if isinstance(tc, dict) else None for tc in reply.tool_calls]
+    ok = len(ids) == len(calls) and all(isinstance(i, str) and i for i in ids)
+    call_ids = ids if ok else [c["call_id"] for c in calls]
+    ep.messages.append(assistant_message(reply, calls, call_ids))
+    if not reply.finished:
+        ep.done = ep.truncated = True
+        return
+    if not calls or turn + 1 >= env.max_turns:
+        ep.done = True
+        return
+    outputs = await _call_tools(client, ep, calls)
+    for call_id, output in zip(call_ids, outputs, strict=True):
+        ep.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+    if ep.has_token_view and (
+        len(ep.completion_ids) + sampling.max_new_tokens > sampling.max_completion_tokens
+    ):
         ep.done = ep.truncated = True

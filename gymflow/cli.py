@@ -13,6 +13,8 @@ app = typer.Typer(
 )
 env_app = typer.Typer(no_args_is_help=True, help="Environments: list, check, serve.")
 app.add_typer(env_app, name="env")
+policy_app = typer.Typer(no_args_is_help=True, help="Policies: serve one over an OpenAI API.")
+app.add_typer(policy_app, name="policy")
 
 
 @app.command()
@@ -137,6 +139,48 @@ def env_serve(
     from gymflow.resources_server import build_app
 
     uvicorn.run(build_app(get_env(name)), host=host, port=port, log_level="warning")
+
+
+@policy_app.command("serve")
+def policy_serve(
+    model: str = typer.Option(
+        ...,
+        help="Model folder (transformers), or a token backend spec: transformers:PATH, vllm:PATH.",
+    ),
+    host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
+    port: int = typer.Option(8000),
+    name: str = typer.Option(None, help="Model name clients send (default: the folder name)."),
+    api_key_env: str = typer.Option(
+        None, help="Require the bearer token held in this environment variable."
+    ),
+) -> None:
+    """Serve a policy at /v1/chat/completions (OpenAI-compatible; tool calls structured)."""
+    import os
+
+    import uvicorn
+
+    from gymflow.failures import GymflowError
+    from gymflow.openai_server import build_openai_app
+    from gymflow.policy_spec import load_policy, parse_spec
+
+    try:
+        spec = parse_spec(model)
+        if spec.backend == "openai":
+            raise typer.BadParameter(
+                "serve a model folder, not another server", param_hint="--model"
+            )
+        key = os.environ.get(api_key_env) if api_key_env else None
+        if api_key_env and not key:
+            raise typer.BadParameter(f"{api_key_env} is not set", param_hint="--api-key-env")
+        policy = load_policy(spec)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    served = name or Path(spec.target).name
+    typer.echo(f"serving {served} at http://{host}:{port}/v1")
+    uvicorn.run(
+        build_openai_app(policy, served, api_key=key), host=host, port=port, log_level="warning"
+    )
 
 
 def main() -> None:  # pragma: no cover

@@ -1,18 +1,32 @@
-"""The transformers policy backend: batched generation with per-token sampling logprobs.
+"""Policy backends behind one interface, and the transformers backend.
 
-One call generates for many episodes at once (left-padded batches), which is where CPU
-throughput comes from (~4,600 tokens/s at batch 64 vs ~280 at batch 1 for the 3.6 M model).
-Sampling uses the full distribution (``top_k=0, top_p=1``) so the logprobs returned are the
-policy's own, as GRPO's importance ratio assumes.
+Two kinds of backend:
+
+* token-level (:class:`Policy`): token ids in, token ids + sampling logprobs out. The agent loop
+  builds the exact token view training needs. ``transformers`` (here), ``vllm``
+  (:mod:`gymflow.vllm_policy`) and :class:`~gymflow.scripted_policy.ScriptedPolicy`.
+* message-level (:class:`ChatPolicy`): chat messages in, an assistant turn out (text and/or
+  structured tool calls). ``openai`` (:mod:`gymflow.openai_policy`): any OpenAI-compatible server,
+  vLLM serve, SGLang, a hosted API. Token ids and logprobs come back only when the server sends
+  them (vLLM's ``return_token_ids``); without them an episode can be evaluated, not trained on.
+
+:func:`gymflow.policy_spec.load_policy` picks one from a spec string.
+
+The transformers backend generates for many episodes at once (left-padded batches), which is
+where CPU throughput comes from (~4,600 tokens/s at batch 64 vs ~280 at batch 1 for the 3.6 M
+model). Sampling uses the full distribution (``top_k=0, top_p=1``) so the logprobs returned are
+the policy's own, as GRPO's importance ratio assumes. torch is imported inside the methods so
+that message-level users (and the CLI) do not pay for it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch
+if TYPE_CHECKING:
+    from gymflow.failures import GymflowError
 
 
 @dataclass(frozen=True)
@@ -26,7 +40,11 @@ class Generation:
 
 
 class Policy(Protocol):
-    """What the agent loop needs from a policy backend."""
+    """What the agent loop needs from a token-level backend.
+
+    A backend that also has ``encode_assistant(text) -> ids`` (one assistant turn, ending with
+    EOS) can be served over HTTP for whole conversations (:mod:`gymflow.openai_server`).
+    """
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]: ...
 
@@ -44,20 +62,62 @@ class Policy(Protocol):
     ) -> list[Generation]: ...
 
 
-class TransformersPolicy:
-    def __init__(self, model, tokenizer, batch_size: int = 64) -> None:
-        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
-        self.eos_id = tokenizer.eos_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+@dataclass(frozen=True)
+class ChatRequest:
+    """One model turn asked of a message-level backend."""
 
-    @classmethod
-    def from_path(cls, path: str | Path, batch_size: int = 64) -> TransformersPolicy:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    messages: list[dict]
+    """The conversation so far, OpenAI chat format (assistant ``tool_calls``, ``tool`` results)."""
+    tools: list[dict] | None
+    max_tokens: int
+    temperature: float = 1.0
+    """0 asks for greedy decoding."""
+    seed: int | None = None
 
-        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        model.eval()
-        return cls(model, tokenizer, batch_size)
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One assistant turn from a message-level backend, or the error that replaced it."""
+
+    text: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    """Structured calls as the server sent them: ``{"id", "type", "function": {name, arguments}}``."""
+    finished: bool = True
+    """False when the turn hit ``max_tokens`` (``finish_reason == "length"``)."""
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    """Sampling logprob of each of ``token_ids``; all three only when the server returns them."""
+    error: GymflowError | None = None
+    """Set when no usable answer came back (after capped retries); the rest is empty then."""
+
+
+class ChatPolicy(Protocol):
+    """What the agent loop needs from a message-level backend.
+
+    ``chat`` answers every request (concurrently, in order) and never raises for one request's
+    failure: that request's turn carries ``error`` with a kind, so one bad answer ends one
+    episode, not the batch.
+    """
+
+    async def chat(self, requests: list[ChatRequest]) -> list[ChatTurn]: ...
+
+
+def is_chat_policy(policy: object) -> bool:
+    return callable(getattr(policy, "chat", None))
+
+
+class TokenizerEncoding:
+    """Prompt, observation and assistant-turn encoding with a transformers tokenizer.
+
+    Shared by the transformers and vLLM backends. The observation turn is ChatML (the embedded
+    model's template, :mod:`gymflow.chat_template`): the same text the template renders for a
+    ``tool`` message, so a conversation encodes to the same ids in-process and through
+    :mod:`gymflow.openai_server`.
+    """
+
+    tokenizer: object
+    eos_id: int
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
@@ -73,7 +133,27 @@ class TransformersPolicy:
         text = "\n<|im_start|>tool\n" + output + "<|im_end|>\n<|im_start|>assistant\n"
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    @torch.no_grad()
+    def encode_assistant(self, text: str) -> list[int]:
+        """One assistant turn's ids (re-tokenized from text) ending with EOS."""
+        return [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.eos_id]
+
+
+class TransformersPolicy(TokenizerEncoding):
+    def __init__(self, model, tokenizer, batch_size: int = 64) -> None:
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+
+    @classmethod
+    def from_path(cls, path: str | Path, batch_size: int = 64) -> TransformersPolicy:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model.eval()
+        return cls(model, tokenizer, batch_size)
+
     def generate(
         self,
         prompts: list[list[int]],
@@ -82,20 +162,22 @@ class TransformersPolicy:
         greedy: bool = False,
         seed: int | None = None,
     ) -> list[Generation]:
+        import torch
+
         if seed is not None:
             torch.manual_seed(seed)
         out: list[Generation] = []
-        for start in range(0, len(prompts), self.batch_size):
-            out.extend(
-                self._batch(
-                    prompts[start : start + self.batch_size], max_new_tokens, temperature, greedy
-                )
-            )
+        with torch.no_grad():
+            for start in range(0, len(prompts), self.batch_size):
+                batch = prompts[start : start + self.batch_size]
+                out.extend(self._batch(batch, max_new_tokens, temperature, greedy))
         return out
 
     def _batch(
         self, prompts: list[list[int]], max_new: int, temperature: float, greedy: bool
     ) -> list[Generation]:
+        import torch
+
         # A plain KV-cached decode loop instead of ``model.generate``: the same math with less
         # per-token overhead, which dominates at this model size (rollouts are most of a GRPO step).
         width = max(map(len, prompts))
