@@ -130,15 +130,19 @@ def env_check(name: str, n: int = typer.Option(200, help="Generated tasks to che
 def env_serve(
     name: str,
     host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
-    port: int = typer.Option(8765),
+    port: int = typer.Option(8765, help="Port (workers use port … port+N-1)."),
+    workers: int = typer.Option(1, min=1, help="Processes; sessions stick to their worker."),
+    token: str = typer.Option(
+        None, envvar="GYMFLOW_ENV_TOKEN", help="Require 'Authorization: Bearer TOKEN'."
+    ),
 ) -> None:
     """Serve an environment's resources server over HTTP."""
-    import uvicorn
+    from gymflow.env_registry import list_envs
+    from gymflow.env_serve import serve
 
-    from gymflow.env_registry import get_env
-    from gymflow.resources_server import build_app
-
-    uvicorn.run(build_app(get_env(name)), host=host, port=port, log_level="warning")
+    if name not in list_envs():
+        raise typer.BadParameter(f"unknown environment {name!r}; known: {', '.join(list_envs())}")
+    raise typer.Exit(serve(name, host, port, workers, token))
 
 
 @policy_app.command("serve")

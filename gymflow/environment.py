@@ -52,7 +52,7 @@ class Environment(ABC):
     heavy_verify: ClassVar[bool] = False
     """True when ``verify`` is CPU-heavy (math-verify, running code): the resources server then
     runs it in a process pool, off the event loop, so other sessions are not stalled. The
-    environment class must be importable by name (``environments.<name>``) in the workers."""
+    class must be importable (module + name) and build with no arguments in the workers."""
 
     @abstractmethod
     def tools(self) -> list[Callable[..., Any]]: ...

@@ -1,32 +1,47 @@
 """The resources server: any :class:`~gymflow.environment.Environment` as an ASGI app.
 
 Endpoints: ``POST /seed_session`` (task → session id), ``POST /tools/{name}``,
-``POST /verify`` (trajectory items → reward, components, failure kind),
-``POST /close_session`` (idempotent), ``GET /tools``, ``GET /health``.
+``POST /verify`` (trajectory items → reward, components, failure kind; ``"close": true`` also
+ends the session, saving a round trip), ``POST /close_session`` (idempotent), ``GET /tools``,
+``GET /health``.
 
-Sessions are explicit ids with a TTL and a cap; closed or expired sessions free their state,
-and a closed id cannot be seeded again. Every error is JSON ``{"error": {"kind", "message"}}``
-with a status code; a tool that raises returns its error as an observation (status 200,
-``error`` set) that the model sees, never a crash. Bodies over ``max_body_bytes`` get 413, bodies
-that are not UTF-8 JSON get 400, and nothing a request does touches another session.
+Sessions (:mod:`gymflow.sessions`) are explicit ids with a TTL and a cap; closed or expired
+sessions free their state, and a closed id cannot be seeded again. Every error is JSON
+``{"error": {"kind", "message"}}`` with a status code; a tool that raises returns its error as
+an observation (status 200, ``error`` set) that the model sees, never a crash. Bodies over
+``max_body_bytes`` get 413, bodies that are not UTF-8 JSON get 400, and nothing a request does
+touches another session. Heavy verifiers run in a process pool (:mod:`gymflow.verify_pool`).
+
+With ``token`` set, every endpoint but ``/health`` wants ``Authorization: Bearer <token>``.
+With ``worker`` set (``gymflow env serve --workers N``), session ids carry the worker's index
+and ``/health`` lists every worker's URL, so clients send a session's calls to the process that
+holds it; a call that reaches the wrong worker is refused with ``wrong_worker`` naming the
+right one (see :mod:`gymflow.env_client`).
+
+Answers are serialized with orjson (:mod:`gymflow.fast_json`) into a plain ``Response``: FastAPI's own path for returned
+dicts (``jsonable_encoder`` + validation) cost more than the rest of a trivial request.
 """
 
 from __future__ import annotations
 
+import hmac
 import inspect
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
+from gymflow import fast_json
 from gymflow.environment import Environment
 from gymflow.failures import FailureKind
+from gymflow.sessions import RequestError, Session, SessionStore
 from gymflow.task_record import Task
+from gymflow.verify_pool import VerifyPool
 
 
 class SeedRequest(BaseModel):
@@ -42,86 +57,30 @@ class ToolRequest(BaseModel):
 class VerifyRequest(BaseModel):
     session_id: str
     items: list[dict]
+    close: bool = False
 
 
 class CloseRequest(BaseModel):
     session_id: str
 
 
-@dataclass
-class Session:
-    task: Task
-    state: Any
-    expires_at: float
-    tool_calls: int = 0
-    log: list[dict] = field(default_factory=list)
+@dataclass(frozen=True)
+class WorkerInfo:
+    """This process's place among the workers of one ``gymflow env serve --workers N``."""
 
+    index: int
+    urls: tuple[str, ...]
 
-class RequestError(Exception):
-    def __init__(self, status: int, kind: FailureKind, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
+    @property
+    def prefix(self) -> str:
+        return f"w{self.index}-"
 
-
-class SessionStore:
-    """Live sessions with TTL and a cap; remembers closed ids so they are never reused.
-
-    Closed ids are remembered up to ``max_closed`` (oldest forgotten first), so a long-running
-    server's memory stays bounded; random session ids never collide with a forgotten one.
-
-    ``live`` is kept in order of last use (every touch moves a session to the end). All
-    sessions share one TTL, so that is also the order of expiry and :meth:`expire` only looks
-    at the sessions that actually expired, not at every live one.
-    """
-
-    def __init__(self, ttl_s: float, max_sessions: int, max_closed: int = 200_000) -> None:
-        self.ttl_s, self.max_sessions, self.max_closed = ttl_s, max_sessions, max_closed
-        self.live: dict[str, Session] = {}
-        self.closed: dict[str, None] = {}  # insertion-ordered: the oldest closed id first
-
-    def add(self, session_id: str, session: Session) -> None:
-        self.expire()
-        if session_id in self.closed or session_id in self.live:
-            raise RequestError(
-                409, FailureKind.SESSION_CLOSED, f"session {session_id} was already used"
-            )
-        if len(self.live) >= self.max_sessions:
-            raise RequestError(
-                429, FailureKind.BAD_REQUEST, f"session cap {self.max_sessions} reached"
-            )
-        self.live[session_id] = session
-
-    def get(self, session_id: str) -> Session:
-        session = self.live.get(session_id)
-        now = time.monotonic()
-        if session is None or session.expires_at < now:
-            if session is not None:
-                self.close(session_id)
-            kind = (
-                FailureKind.SESSION_CLOSED
-                if session_id in self.closed
-                else FailureKind.UNKNOWN_SESSION
-            )
-            raise RequestError(404, kind, f"no live session {session_id}")
-        session.expires_at = now + self.ttl_s
-        self.live[session_id] = self.live.pop(session_id)  # most recently used goes last
-        return session
-
-    def close(self, session_id: str) -> bool:
-        self.closed[session_id] = None
-        if len(self.closed) > self.max_closed:
-            del self.closed[next(iter(self.closed))]
-        return self.live.pop(session_id, None) is not None
-
-    def expire(self) -> None:
-        now = time.monotonic()
-        expired = []
-        for sid, session in self.live.items():
-            if session.expires_at >= now:
-                break
-            expired.append(sid)
-        for sid in expired:
-            self.close(sid)
+    def owner_of(self, session_id: str) -> int | None:
+        """The worker index a generated session id names, if any."""
+        head, sep, _ = session_id.partition("-")
+        if sep and head[:1] == "w" and head[1:].isdigit():
+            return int(head[1:])
+        return None
 
 
 def build_app(
@@ -129,15 +88,31 @@ def build_app(
     ttl_s: float = 600.0,
     max_sessions: int = 100_000,
     max_body_bytes: int = 1 << 20,
+    token: str | None = None,
+    worker: WorkerInfo | None = None,
+    verify_workers: int | None = None,
 ) -> FastAPI:
-    """An ASGI app serving ``env``; use in-process (httpx ASGITransport) or with uvicorn."""
+    """An ASGI app serving ``env``; use in-process (``EnvClient(app=...)``) or with uvicorn."""
     app = FastAPI(title=f"gymflow env {env.name}", version=env.version)
     store = SessionStore(ttl_s, max_sessions)
-    app.state.sessions = store
+    verifier = VerifyPool(env, verify_workers)
+    app.state.sessions, app.state.verifier = store, verifier
+    app.router.on_shutdown.append(verifier.shutdown)
     specs = env.tool_specs
     wants_session = {name: "session" in _parameters(spec.fn) for name, spec in specs.items()}
+    expected_auth = f"Bearer {token}".encode() if token else None
+
+    def authorize(request: Request) -> None:
+        if expected_auth is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected_auth):
+            raise RequestError(
+                401, FailureKind.UNAUTHORIZED, "missing or wrong bearer token (Authorization)"
+            )
 
     async def body(request: Request, model: type[BaseModel]) -> Any:
+        authorize(request)
         # Streamed with a cap: an oversized body is drained and dropped, never held in memory.
         chunks: list[bytes] = []
         size = 0
@@ -171,61 +146,87 @@ def build_app(
         except ValidationError as exc:
             raise RequestError(422, FailureKind.BAD_REQUEST, _errors(exc)) from None
 
+    def session_of(session_id: str) -> Session:
+        try:
+            return store.get(session_id)
+        except RequestError as exc:
+            if worker is None or exc.kind is not FailureKind.UNKNOWN_SESSION:
+                raise
+            owner = worker.owner_of(session_id)
+            if owner is not None and owner != worker.index:
+                where = worker.urls[owner] if owner < len(worker.urls) else f"worker {owner}"
+                raise RequestError(
+                    421, FailureKind.WRONG_WORKER, f"session {session_id} lives on {where}"
+                ) from None
+            raise
+
     @app.exception_handler(RequestError)
-    async def _request_error(_: Request, exc: RequestError) -> JSONResponse:
-        return JSONResponse({"error": {"kind": str(exc.kind), "message": exc.message}}, exc.status)
+    async def _request_error(_: Request, exc: RequestError) -> Response:
+        return _json({"error": {"kind": str(exc.kind), "message": exc.message}}, exc.status)
 
     @app.get("/health")
-    async def health() -> dict:
+    async def health() -> Response:
         store.expire()
-        return {"ok": True, "env": env.name, "version": env.version, "sessions": len(store.live)}
+        info = {"ok": True, "env": env.name, "version": env.version, "sessions": len(store.live)}
+        if worker is not None:
+            info.update(worker=worker.index, workers=list(worker.urls))
+        return _json(info)
 
     @app.get("/tools")
-    async def tools() -> list[dict]:
-        return env.tool_schemas
+    async def tools(request: Request) -> Response:
+        authorize(request)
+        return _json(env.tool_schemas)
 
     @app.post("/seed_session")
-    async def seed_session(request: Request) -> dict:
+    async def seed_session(request: Request) -> Response:
         req = await body(request, SeedRequest)
         if req.task.env != env.name:
             raise RequestError(
                 422, FailureKind.BAD_REQUEST, f"task is for {req.task.env}, not {env.name}"
             )
-        session_id = req.session_id or uuid.uuid4().hex
+        session_id = req.session_id or (worker.prefix if worker else "") + uuid.uuid4().hex
         store.add(session_id, Session(req.task, env.new_state(req.task), time.monotonic() + ttl_s))
-        return {"session_id": session_id, "prompt": req.task.prompt, "tools": req.task.tools}
+        return _json({"session_id": session_id, "prompt": req.task.prompt, "tools": req.task.tools})
 
     @app.post("/tools/{name:path}")  # any name the model made up reaches the handler
-    async def call_tool(name: str, request: Request) -> dict:
+    async def call_tool(name: str, request: Request) -> Response:
         req = await body(request, ToolRequest)
-        session = store.get(req.session_id)
+        session = session_of(req.session_id)
         session.tool_calls += 1
         if name not in specs:
-            return _tool_error(FailureKind.UNKNOWN_TOOL, f"no tool named {name!r}")
+            return _json(_tool_error(FailureKind.UNKNOWN_TOOL, f"no tool named {name!r}"))
         spec = specs[name]
         try:
             args = spec.validate(req.arguments)
         except ValueError as exc:
-            return _tool_error(FailureKind.BAD_ARGUMENTS, str(exc))
+            return _json(_tool_error(FailureKind.BAD_ARGUMENTS, str(exc)))
         if wants_session[name]:
             args["session"] = session.state
         try:
-            return {"output": spec.fn(**args), "error": None}
+            output = spec.fn(**args)
         except Exception as exc:  # a tool's own failure is an observation for the model
-            return _tool_error(FailureKind.TOOL_ERROR, f"{type(exc).__name__}: {exc}")
+            return _json(_tool_error(FailureKind.TOOL_ERROR, f"{type(exc).__name__}: {exc}"))
+        return _json({"output": output, "error": None})
 
     @app.post("/verify")
-    async def verify(request: Request) -> dict:
+    async def verify(request: Request) -> Response:
         req = await body(request, VerifyRequest)
-        session = store.get(req.session_id)
-        return env.verify(session.task, req.items).to_dict()
+        session = session_of(req.session_id)
+        score = await verifier.verify(session.task, req.items)
+        if req.close:
+            store.close(req.session_id)
+        return _json(score)
 
     @app.post("/close_session")
-    async def close_session(request: Request) -> dict:
+    async def close_session(request: Request) -> Response:
         req = await body(request, CloseRequest)
-        return {"closed": store.close(req.session_id)}
+        return _json({"closed": store.close(req.session_id)})
 
     return app
+
+
+def _json(content: Any, status: int = 200) -> Response:
+    return Response(fast_json.dumps(content), status, media_type="application/json")
 
 
 def _parameters(fn: Any) -> set[str]:

@@ -18,8 +18,9 @@ from environments.tool_call import ToolCallServer
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment, TaskDraft
 from gymflow.failures import FailureKind, GymflowError
-from gymflow.resources_server import RequestError, Session, SessionStore, build_app
+from gymflow.resources_server import build_app
 from gymflow.scoring import Score
+from gymflow.sessions import RequestError, Session, SessionStore
 from gymflow.task_set import build_tasks
 from gymflow.tool_calls import render_call
 from gymflow.trajectory import assistant_items
@@ -291,7 +292,7 @@ def test_unknown_session_is_404(raw_client):
             resp = await http.post("/verify", json={"session_id": "nope", "items": []})
             assert resp.status_code == 404
             assert resp.json() == {
-                "error": {"kind": "unknown_session", "message": "no live session nope"}
+                "error": {"kind": "unknown_session", "message": "no session nope"}
             }
 
     run(main())
@@ -316,12 +317,12 @@ def test_ttl_expiry_frees_the_session():
             assert set(app.state.sessions.live) == {first, second}
             await asyncio.sleep(0.15)
             await expect_error(
-                client.verify(first, gold_items(TASKS[0])), FailureKind.SESSION_CLOSED
+                client.verify(first, gold_items(TASKS[0])), FailureKind.SESSION_EXPIRED
             )
             assert (await client.request("GET", "/health"))["sessions"] == 0
             assert app.state.sessions.live == {}
             await expect_error(
-                client.call_tool(second, "set_timer", {"minutes": 1}), FailureKind.SESSION_CLOSED
+                client.call_tool(second, "set_timer", {"minutes": 1}), FailureKind.SESSION_EXPIRED
             )
             await expect_error(client.seed_session(TASKS[0], first), FailureKind.SESSION_CLOSED)
 
@@ -338,7 +339,7 @@ def test_use_keeps_a_session_alive_and_expiry_follows_last_use():
     store.get("c")
     with pytest.raises(RequestError) as info:
         store.get("a")  # ... so touching it now is refused and frees it
-    assert info.value.kind is FailureKind.SESSION_CLOSED
+    assert info.value.kind is FailureKind.SESSION_EXPIRED
     assert list(store.live) == ["b", "c"]
     store.live["b"].expires_at = now + 100.0
     store.get("b")  # refreshed and moved behind "c"
@@ -355,7 +356,7 @@ def test_session_cap():
         async with EnvClient(app=app) as client:
             first = await client.seed_session(TASKS[0])
             await client.seed_session(TASKS[1])
-            err = await expect_error(client.seed_session(TASKS[2]), FailureKind.BAD_REQUEST)
+            err = await expect_error(client.seed_session(TASKS[2]), FailureKind.SESSION_LIMIT)
             assert "cap 2" in str(err)
             assert len(app.state.sessions.live) == 2
             await client.close_session(first)
@@ -374,7 +375,7 @@ def test_session_cap_answers_429():
             body = {"task": TASKS[0].model_dump()}
             assert (await http.post("/seed_session", json=body)).status_code == 200
             resp = await http.post("/seed_session", json=body)
-            assert resp.status_code == 429 and resp.json()["error"]["kind"] == "bad_request"
+            assert resp.status_code == 429 and resp.json()["error"]["kind"] == "session_limit"
 
     run(main())
 
