@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from gymflow.failures import FailureKind
 from gymflow.policy import ChatTurn
-from gymflow.tool_calls import _strict_json
+from gymflow.tool_calls import strict_json
 from gymflow.trajectory import assistant_items
 
 if TYPE_CHECKING:
@@ -33,9 +33,7 @@ def chat_items(reply: ChatTurn, turn: int) -> list[dict]:
         try:
             # An object (some servers send one) is re-checked too: NaN or a lone surrogate in
             # it would break the env client and the rollout store downstream.
-            args = _strict_json(
-                raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-            )
+            args = strict_json(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
         except (ValueError, RecursionError) as exc:
             args, problem = None, f"arguments are not strict JSON: {exc}"
         else:

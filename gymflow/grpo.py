@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from gymflow.agent_loop import Episode, Sampling, run_episodes
+from gymflow.agent_loop import Episode, Sampling, run_episodes, training_batch
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
 from gymflow.policy import TransformersPolicy
@@ -107,14 +107,7 @@ class RolloutSource:
         used = [id(e) in chosen for e in all_eps]
         self.stats["rollout_s"] += time.time() - started
         self.on_batch(all_eps, used, trainer.state.global_step)
-        flat = [e for grp in kept for e in grp]
-        return {
-            "prompt_ids": [e.prompt_ids for e in flat],
-            "completion_ids": [e.completion_ids for e in flat],
-            "logprobs": [e.logprobs for e in flat],
-            "env_mask": [e.env_mask for e in flat],
-            "env_reward": [e.reward for e in flat],
-        }
+        return training_batch([e for grp in kept for e in grp])
 
     def _run_groups(
         self, policy, task_ids: list[str], g: int, step: int, round_: int

@@ -35,6 +35,10 @@ class ScriptedPolicy:
     def encode_observation(self, output: str) -> list[int]:
         return [EOS + 1, *output.encode(), EOS + 2]
 
+    def encode_assistant(self, text: str) -> list[int]:
+        """Ids of an assistant turn, as ``generate`` returns them (served conversations)."""
+        return [*text.encode(), EOS]
+
     def generate(
         self,
         prompts: list[list[int]],

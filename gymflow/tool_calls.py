@@ -48,7 +48,7 @@ def parse_assistant_text(text: str) -> ParsedTurn:
             return _invalid(stripped, "text outside <tool_call> blocks")
         pos = match.end()
         try:
-            obj = _strict_json(match.group(1))
+            obj = strict_json(match.group(1))
         except json.JSONDecodeError as exc:
             return _invalid(stripped, f"tool call is not JSON: {exc.msg} at char {exc.pos}")
         except (ValueError, RecursionError) as exc:
@@ -63,7 +63,7 @@ def parse_assistant_text(text: str) -> ParsedTurn:
     return ParsedTurn(text="", calls=calls)
 
 
-def _strict_json(text: str) -> object:
+def strict_json(text: str) -> object:
     """``json.loads`` minus its extensions: no NaN/Infinity, duplicate keys or lone surrogates.
 
     Those are not JSON (RFC 8259) and break downstream: httpx refuses NaN and cannot encode a

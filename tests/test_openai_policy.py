@@ -28,7 +28,7 @@ from gymflow.openai_server import build_openai_app
 from gymflow.policy import ChatTurn, TransformersPolicy
 from gymflow.policy_spec import load_policy
 from gymflow.resources_server import build_app
-from gymflow.scripted_policy import EOS, ScriptedPolicy
+from gymflow.scripted_policy import ScriptedPolicy
 from gymflow.task_set import build_tasks, tokenizer_corpus
 from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
 from gymflow.tool_calls import render_call
@@ -64,13 +64,6 @@ class LiveServer:
         self.server.should_exit = True
         self.thread.join(10)
         self.sock.close()
-
-
-class ServedScript(ScriptedPolicy):
-    """ScriptedPolicy plus the assistant-turn encoding a served conversation needs."""
-
-    def encode_assistant(self, text: str) -> list[int]:
-        return [*text.encode(), EOS]
 
 
 def counter_script(prompt: str, turn: int, observations: list[str]) -> str:
@@ -114,14 +107,14 @@ def tasks():
 
 @pytest.fixture(scope="module")
 def scripted() -> Iterator[LiveServer]:
-    with LiveServer(build_openai_app(ServedScript(counter_script), "scripted")) as server:
+    with LiveServer(build_openai_app(ScriptedPolicy(counter_script), "scripted")) as server:
         yield server
 
 
 def test_gold_over_http_scores_one_with_the_in_process_token_view(scripted, tasks):
     policy = OpenAIChatPolicy(scripted.url + "/v1", "scripted", token_ids=True)
     served = episodes(policy, tasks)
-    local = episodes(ServedScript(counter_script), tasks)
+    local = episodes(ScriptedPolicy(counter_script), tasks)
     assert [e.reward for e in served] == [1.0] * len(tasks)
     for s, loc in zip(served, local, strict=True):
         assert played_texts(s) == ENV.gold_turns(s.task)
@@ -140,7 +133,7 @@ def test_gold_over_http_scores_one_with_the_in_process_token_view(scripted, task
 
 def test_text_tool_calls_are_parsed_by_the_client_and_evaluation_works(tasks):
     # A server without a tool parser (vLLM serve without --tool-call-parser) sends the text.
-    app = build_openai_app(ServedScript(counter_script), "raw", parse_tool_calls=False)
+    app = build_openai_app(ScriptedPolicy(counter_script), "raw", parse_tool_calls=False)
     with LiveServer(app) as server:
         policy = OpenAIChatPolicy(server.url + "/v1", "raw")
         served = episodes(policy, tasks)
@@ -315,7 +308,7 @@ def test_a_hanging_server_times_out():
 
 
 def test_server_refuses_what_it_does_not_serve_and_checks_the_key(monkeypatch, tasks):
-    app = build_openai_app(ServedScript(counter_script), "scripted", api_key="sekret")
+    app = build_openai_app(ScriptedPolicy(counter_script), "scripted", api_key="sekret")
     user = [{"role": "user", "content": "add 1 then add 2 then get the count"}]
     with LiveServer(app) as server:
         http = httpx.Client(base_url=server.url, headers={"Authorization": "Bearer sekret"})
@@ -347,8 +340,11 @@ def test_server_refuses_what_it_does_not_serve_and_checks_the_key(monkeypatch, t
 
 
 def test_a_policy_without_encode_assistant_answers_first_turns_only(tasks):
-    # The plain ScriptedPolicy cannot encode a past assistant turn: a clear 400, not a 500.
-    app = build_openai_app(ScriptedPolicy(counter_script), "plain")
+    # A policy that cannot encode a past assistant turn: a clear 400, not a 500.
+    class FirstTurnOnly(ScriptedPolicy):
+        encode_assistant = None
+
+    app = build_openai_app(FirstTurnOnly(counter_script), "plain")
 
     async def go():
         async with httpx.AsyncClient(
