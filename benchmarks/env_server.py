@@ -11,6 +11,11 @@ Prints one JSON object (``--json``) with:
 * ``rollouts_per_s_inproc`` / ``rollouts_per_s_http`` — complete ``counter`` episodes
   (3 tool calls on 2 stateful tools + a final answer, seeded, verified and closed) with a
   scripted policy that answers instantly, many episodes concurrently;
+* ``rollouts_per_s_http_workers2`` — the same over ``gymflow env serve --workers 2`` (sessions
+  spread over both processes, each call sent to its session's worker);
+* ``sessions_10k_mb_live`` / ``sessions_10k_mb_after_close`` — Python heap (tracemalloc) held
+  by 10,000 live ``counter`` sessions in one server, and what stays after closing them all
+  (the bounded memory of ended ids);
 * ``import_s`` — wall time of ``gymflow --help`` in a fresh process (best of 3);
 * ``serve_ready_s`` — from spawning ``gymflow env serve`` to the first ``/health`` answer.
 """
@@ -25,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import httpx
@@ -50,21 +56,24 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(env: str) -> tuple[subprocess.Popen, str, float]:
+def start_server(env: str, workers: int = 1) -> tuple[subprocess.Popen, str, float]:
     port = _free_port()
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [GYMFLOW, "env", "serve", env, "--port", str(port)], stderr=subprocess.DEVNULL
+        [GYMFLOW, "env", "serve", env, "--port", str(port), "--workers", str(workers)],
+        stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}"
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=0.5).status_code == 200:
-                return proc, url, time.perf_counter() - started
-        except httpx.TransportError:
-            if proc.poll() is not None:
-                raise RuntimeError("server exited during start-up") from None
-            time.sleep(0.01)
+    urls = [f"http://127.0.0.1:{port + k}" for k in range(workers)]
+    for url in urls:  # ready = every worker answers
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=0.5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                if proc.poll() is not None:
+                    raise RuntimeError("server exited during start-up") from None
+                time.sleep(0.01)
+    return proc, urls[0], time.perf_counter() - started
 
 
 def trivial_http(url: str, pid: int, n: int) -> float:
@@ -115,6 +124,34 @@ def rollouts_per_s(client_factory, n: int, concurrency: int) -> float:
     return asyncio.run(go())
 
 
+def session_memory_mb(n: int = 10_000) -> tuple[float, float]:
+    import gc
+
+    env = get_env("counter")
+    tasks = build_tasks(env, 200, seed=9, heldout_frac=0.0, val_frac=0.0)
+
+    async def go() -> tuple[float, float]:
+        async with EnvClient(app=build_app(env)) as client:
+            gc.collect()
+            base = tracemalloc.get_traced_memory()[0]
+            sids = await asyncio.gather(
+                *(client.seed_session(tasks[i % len(tasks)]) for i in range(n))
+            )
+            gc.collect()
+            live = tracemalloc.get_traced_memory()[0]
+            await asyncio.gather(*(client.close_session(s) for s in sids))
+            del sids
+            gc.collect()
+            after = tracemalloc.get_traced_memory()[0]
+            return (live - base) / 2**20, (after - base) / 2**20
+
+    tracemalloc.start()
+    try:
+        return asyncio.run(go())
+    finally:
+        tracemalloc.stop()
+
+
 def import_time() -> float:
     best = float("inf")
     for _ in range(3):
@@ -151,12 +188,22 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    proc2, url2, _ = start_server("counter", workers=2)
+    try:
+        result["rollouts_per_s_http_workers2"] = rollouts_per_s(
+            lambda: EnvClient(base_url=url2), args.rollouts, args.concurrency
+        )
+    finally:
+        proc2.terminate()
+        proc2.wait(timeout=10)
+    live_mb, after_mb = session_memory_mb()
+    result["sessions_10k_mb_live"], result["sessions_10k_mb_after_close"] = live_mb, after_mb
     result["import_s"] = import_time()
     result = {k: round(v, 4) for k, v in result.items()}
     result.update(
         {
             "env": "counter",
-            "episode": "3 tool calls (2 tools) + answer, scripted policy",
+            "episode": "3 tool calls (2 tools) + answer, scripted policy; verify closes the session",
             "requests": args.requests,
             "rollouts": args.rollouts,
             "concurrency": args.concurrency,
