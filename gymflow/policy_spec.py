@@ -2,7 +2,10 @@
 
 * ``transformers:PATH`` or a bare ``PATH``: in-process transformers (CPU or GPU);
 * ``vllm:PATH``: in-process vLLM engine (GPU; ``pip install 'gymflow[gpu]'``);
-* ``openai:http://127.0.0.1:8000/v1?model=NAME``: any OpenAI-compatible server.
+* ``openai:http://127.0.0.1:8000/v1?model=NAME``: any OpenAI-compatible server;
+* ``scripted:ENV``: no model — replays environment ENV's gold turns for each task (a perfect
+  policy). For smoke tests and benchmarks of the rollout engine and env servers only: it needs
+  the tasks (``load_policy(spec, tasks=...)``) and it learns nothing.
 
 ``openai`` options go in the query: ``model`` (required), ``timeout_s``, ``retries``,
 ``concurrency``, ``token_ids`` (``1`` asks a vLLM or gymflow server for token ids and logprobs)
@@ -23,7 +26,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from gymflow.failures import FailureKind, GymflowError
 
-BACKENDS = ("transformers", "vllm", "openai")
+BACKENDS = ("transformers", "vllm", "openai", "scripted")
 OPENAI_OPTIONS = {"model", "timeout_s", "retries", "concurrency", "token_ids", "api_key_env"}
 KEY_VARIABLES = ("GYMFLOW_POLICY_API_KEY", "OPENAI_API_KEY")
 
@@ -66,9 +69,14 @@ def parse_spec(spec: str) -> PolicySpec:
     return PolicySpec("openai", base, options)
 
 
-def load_policy(spec: str | PolicySpec):
-    """The policy a spec names: a token-level ``Policy`` or a message-level ``ChatPolicy``."""
+def load_policy(spec: str | PolicySpec, tasks: list | None = None):
+    """The policy a spec names: a token-level ``Policy`` or a message-level ``ChatPolicy``.
+
+    ``tasks`` are the tasks a ``scripted:ENV`` policy will be asked (the others ignore them).
+    """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
+    if spec.backend == "scripted":
+        return _gold_replay(spec.target, tasks)
     if spec.backend == "transformers":
         if not Path(spec.target).is_dir():
             raise _bad(f"no model folder at {spec.target!r}")
@@ -95,6 +103,29 @@ def load_policy(spec: str | PolicySpec):
         )
     except ValueError as exc:
         raise _bad(f"openai spec option is not a number: {exc}") from None
+
+
+def _gold_replay(env_name: str, tasks: list | None):
+    """A :class:`ScriptedPolicy` saying each task's gold turns (found by the prompt's text)."""
+    from gymflow.env_registry import get_env
+    from gymflow.scripted_policy import ScriptedPolicy
+
+    try:
+        env = get_env(env_name)
+    except KeyError as exc:
+        raise _bad(f"scripted:{env_name}: {exc.args[0]}") from None
+    if tasks is None:
+        raise _bad("a scripted policy needs the tasks it will be asked")
+    # Keyed as ScriptedPolicy sees a prompt; two tasks with one prompt get the first's turns.
+    turns: dict[str, list[str]] = {}
+    for task in tasks:
+        turns.setdefault("\n".join(m["content"] for m in task.prompt), env.gold_turns(task))
+
+    def respond(prompt: str, turn: int, observations: list[str]) -> str:
+        gold = turns[prompt]
+        return gold[min(turn, len(gold) - 1)]
+
+    return ScriptedPolicy(respond)
 
 
 def api_key(variable: str | None = None) -> str | None:

@@ -1,19 +1,26 @@
-"""Rollout rows with full lineage, written as one validated Parquet file per iteration.
+"""Rollout rows with full lineage: one validated Parquet file per GRPO iteration, or part files
+appended by the rollout engine (:mod:`gymflow.rollout_engine`).
 
 A rollout id is deterministic from (run, iteration, task, sample), so re-running an iteration
-rewrites the same ids instead of adding duplicates.
+rewrites the same ids instead of adding duplicates, and a resumed collection knows which
+rollouts are already on disk.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandera.polars as pa
 import polars as pl
 
 from gymflow.agent_loop import Episode
-from gymflow.schemas import ROLLOUTS, write_table
+from gymflow.failures import GymflowError
+from gymflow.schemas import ROLLOUTS, read_table, validate, write_table
+from gymflow.task_record import Task
+from gymflow.trajectory import prompt_items
 
 
 def rollout_id(run_id: str, iteration: int, group_id: str, sample_idx: int) -> str:
@@ -78,3 +85,136 @@ def write_rollouts(rows: list[dict], path: Path) -> Path:
     }
     df = pl.DataFrame(rows, schema_overrides=schema)
     return write_table(df, ROLLOUTS, path)
+
+
+# --- the rollout engine's store: part files under one folder ----------------------------------
+
+PART_GLOB = "part-*.parquet"
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What every row of one collection shares: who produced it, from what, for which run."""
+
+    run_id: str
+    iteration: int
+    policy_version: int
+    policy: str
+    """The policy spec string (``transformers:PATH``, ``openai:URL?model=M`` ...)."""
+    env: str
+    env_version: str
+    dataset_hash: str
+
+
+def group_id_of(iteration: int, task_id: str) -> str:
+    """A group is the G samples of one task in one iteration (order-free, unlike GRPO's)."""
+    return f"{iteration}-{task_id}"
+
+
+def collected_row(
+    lineage: Lineage,
+    task: Task,
+    sample_idx: int,
+    seed: int,
+    episode: Episode | None,
+    error: GymflowError | None = None,
+) -> dict:
+    """One row; ``episode`` None (with ``error``) for a rollout that never finished.
+
+    A rollout without a verdict (the env or the policy failed) gets reward null, success
+    False and the failure's kind and message: it is kept, never counted as a reward of 0.
+    """
+    group_id = group_id_of(lineage.iteration, task.task_id)
+    row = {
+        "rollout_id": rollout_id(lineage.run_id, lineage.iteration, group_id, sample_idx),
+        "run_id": lineage.run_id,
+        "iteration": lineage.iteration,
+        "policy_version": lineage.policy_version,
+        "env": lineage.env,
+        "env_version": lineage.env_version,
+        "task_id": task.task_id,
+        "group_id": group_id,
+        "sample_idx": sample_idx,
+        "dataset_hash": lineage.dataset_hash,
+        "policy": lineage.policy,
+        "seed": seed,
+    }
+    if episode is None:
+        assert error is not None
+        return {
+            **row,
+            "trajectory": json.dumps(prompt_items(task.prompt), ensure_ascii=False),
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "env_mask": [],
+            "reward": None,
+            "reward_components": "{}",
+            "success": False,
+            "failure_kind": str(error.kind),
+            "failure_detail": error.detail,
+            "used_for_training": False,
+            "turns": 0,
+            "tool_calls": 0,
+            "tokens": 0,
+            "latency_s": 0.0,
+            "started_at": 0.0,
+        }
+    score = episode.score
+    return {
+        **row,
+        "trajectory": json.dumps(episode.items, ensure_ascii=False),
+        "prompt_ids": episode.prompt_ids,
+        "completion_ids": episode.completion_ids,
+        "logprobs": episode.logprobs,
+        "env_mask": episode.env_mask,
+        # a policy failure's score is a placeholder, not a verdict
+        "reward": None if episode.policy_failed else float(score["reward"]),
+        "reward_components": json.dumps(score.get("components", {})),
+        "success": bool(score["success"]) and not episode.policy_failed,
+        "failure_kind": score.get("failure_kind"),
+        "failure_detail": score.get("detail") if score.get("failure_kind") else None,
+        "used_for_training": False,
+        "turns": episode.turns,
+        "tool_calls": episode.tool_calls,
+        "tokens": len(episode.prompt_ids) + len(episode.completion_ids),
+        "latency_s": float(episode.latency_s),
+        "started_at": float(episode.started_at),
+    }
+
+
+def rollouts_frame(rows: list[dict]) -> pl.DataFrame:
+    """Rows as a frame with the ``ROLLOUTS`` dtypes (lists and nulls typed, not inferred)."""
+    schema = {
+        "prompt_ids": pl.List(pl.Int64),
+        "completion_ids": pl.List(pl.Int64),
+        "logprobs": pl.List(pl.Float64),
+        "env_mask": pl.List(pl.Int64),
+        "reward": pl.Float64,
+        "failure_kind": pl.String,
+        "failure_detail": pl.String,
+        "policy": pl.String,
+    }
+    return pl.DataFrame(rows, schema_overrides=schema)
+
+
+def write_part(rows: list[dict], folder: Path, schema: pa.DataFrameSchema, iteration: int) -> Path:
+    """Append rows as the next part file, validated and atomic (temp file + rename)."""
+    taken = [int(p.stem.rsplit("-", 1)[1]) for p in folder.glob(f"part-{iteration:04d}-*.parquet")]
+    path = folder / f"part-{iteration:04d}-{max(taken, default=0) + 1:05d}.parquet"
+    return write_table(rollouts_frame(rows), schema, path)
+
+
+def read_parts(folder: Path, schema: pa.DataFrameSchema = ROLLOUTS) -> pl.DataFrame:
+    """Every part file under ``folder``, each validated, ids unique across parts.
+
+    A damaged part raises ``GymflowError(CORRUPT_FILE)`` naming the file (delete it to collect
+    its rollouts again); leftovers of writes a crash interrupted (hidden ``.tmp`` files) are
+    not parts and are removed.
+    """
+    for stale in folder.glob(".part-*.tmp"):
+        stale.unlink(missing_ok=True)
+    frames = [read_table(p, schema) for p in sorted(folder.glob(PART_GLOB))]
+    if not frames:
+        return rollouts_frame([]).clear()
+    return validate(pl.concat(frames, how="diagonal_relaxed"), schema, str(folder))

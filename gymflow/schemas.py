@@ -35,10 +35,9 @@ def _not_nan(data: pa.PolarsData) -> pl.LazyFrame:
 
 JSON = pa.Check(_is_json, error="not valid JSON")
 SPLITS = ["train", "val", "heldout"]
-FAILURE_KINDS = [
-    "invalid_json", "no_tool_call", "multiple_calls", "unknown_tool", "wrong_tool",
-    "bad_arguments", "unsafe_action", "truncated", "env_unavailable", "timeout", "tool_error",
-]  # fmt: skip
+FAILURE_KINDS = sorted(str(kind) for kind in FailureKind)
+"""Every kind a row may carry: scored model mistakes, and infrastructure or policy faults that
+left a rollout without a verdict (its reward is then null)."""
 
 TASKS = pa.DataFrameSchema(
     {
@@ -74,32 +73,64 @@ ROLLOUTS = pa.DataFrameSchema(
         "logprobs": pa.Column(pl.List(pl.Float64)),
         "env_mask": pa.Column(pl.List(pl.Int64)),
         "reward": pa.Column(
-            pl.Float64, [pa.Check(_not_nan, error="reward is NaN"), pa.Check.in_range(-1.0, 1.0)]
+            pl.Float64,
+            [pa.Check(_not_nan, error="reward is NaN"), pa.Check.in_range(-1.0, 1.0)],
+            nullable=True,  # unknown: the episode never reached the verifier (failure_kind says why)
         ),
         "reward_components": pa.Column(pl.String, JSON),
         "success": pa.Column(pl.Boolean),
         "failure_kind": pa.Column(pl.String, pa.Check.isin(FAILURE_KINDS), nullable=True),
         "used_for_training": pa.Column(pl.Boolean),
-        "turns": pa.Column(pl.Int64, pa.Check.ge(1)),
+        "turns": pa.Column(pl.Int64, pa.Check.ge(0)),
         "tool_calls": pa.Column(pl.Int64, pa.Check.ge(0)),
         "tokens": pa.Column(pl.Int64, pa.Check.ge(0)),
         "latency_s": pa.Column(pl.Float64, pa.Check.ge(0.0)),
         "seed": pa.Column(pl.Int64),
         "started_at": pa.Column(pl.Float64),
+        # optional lineage the rollout engine adds (GRPO's in-loop rows predate them)
+        "policy": pa.Column(pl.String, required=False, nullable=True),
+        "failure_detail": pa.Column(pl.String, required=False, nullable=True),
     },
     strict=True,
     unique=["group_id", "sample_idx"],
     checks=[
         pa.Check(
             lambda d: d.lazyframe.select(
+                pl.col("reward").is_not_null() | pl.col("failure_kind").is_not_null()
+            ),
+            error="reward is null without a failure_kind saying why",
+        ),
+        pa.Check(
+            lambda d: d.lazyframe.select(pl.col("reward").is_null() | (pl.col("turns") >= 1)),
+            error="a scored rollout has no turn",
+        ),
+        pa.Check(
+            lambda d: d.lazyframe.select(
                 (pl.col("completion_ids").list.len() == pl.col("logprobs").list.len())
                 & (pl.col("completion_ids").list.len() == pl.col("env_mask").list.len())
             ),
             error="completion_ids, logprobs and env_mask differ in length",
-        )
+        ),
     ],
     name="rollouts",
 )
+
+
+def collected_rollouts(group_size: int, reward_range: tuple[float, float]) -> pa.DataFrameSchema:
+    """``ROLLOUTS`` plus what one collection knows: its group size and its env's reward range."""
+    low, high = reward_range
+    return ROLLOUTS.update_columns(
+        {
+            "sample_idx": {"checks": [pa.Check.ge(0), pa.Check.lt(group_size)]},
+            "reward": {
+                "checks": [
+                    pa.Check(_not_nan, error="reward is NaN"),
+                    pa.Check.in_range(low, high),
+                ]
+            },
+        }
+    )
+
 
 EVAL_ROWS = pa.DataFrameSchema(
     {

@@ -1,0 +1,73 @@
+"""One rollout collection from names and paths: what ``gymflow rollouts collect`` and the
+Prefect flow ``flows/collect.py`` both run (load the env, tasks and policy; pick the run id)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gymflow.agent_loop import Sampling
+from gymflow.failures import FailureKind, GymflowError
+from gymflow.rollout_engine import ROLLOUTS_DIR, CollectReport, CollectSettings, collect
+
+
+def run_collect(
+    env: str,
+    tasks: Path,
+    policy: str,
+    out: Path,
+    fmt: str = "gymflow",
+    num_repeats: int = 4,
+    concurrency: int = 32,
+    run_id: str | None = None,
+    env_url: str | None = None,
+    iteration: int = 0,
+    policy_version: int = 0,
+    seed: int = 0,
+    temperature: float = 1.0,
+    max_new_tokens: int = 48,
+    max_completion_tokens: int = 256,
+    progress: bool | None = None,
+) -> CollectReport:
+    """Collect into ``out``; raises ``GymflowError`` with a kind for any bad input."""
+    from gymflow.env_registry import get_env
+    from gymflow.policy_spec import load_policy
+    from gymflow.verify_file import load_tasks
+
+    try:
+        environment = get_env(env)
+    except KeyError as exc:
+        raise GymflowError(FailureKind.BAD_REQUEST, exc.args[0]) from None
+    task_list = list(load_tasks(environment, Path(tasks), fmt).values())
+    if not task_list:
+        raise GymflowError(FailureKind.BAD_REQUEST, f"{tasks}: no tasks")
+    settings = CollectSettings(
+        run_id=run_id or resumable_run_id(Path(out)),
+        num_repeats=num_repeats,
+        concurrency=concurrency,
+        iteration=iteration,
+        policy_version=policy_version,
+        policy_spec=policy,
+        seed=seed,
+        sampling=Sampling(
+            max_new_tokens=max_new_tokens,
+            max_completion_tokens=max_completion_tokens,
+            temperature=temperature,
+        ),
+        reward_range=getattr(environment, "reward_range", (-1.0, 1.0)),
+        progress=progress,
+    )
+    loaded = load_policy(policy, tasks=task_list)
+    return collect(environment, loaded, task_list, Path(out), settings, env_url=env_url)
+
+
+def resumable_run_id(out: Path) -> str:
+    """The run already in ``out`` (so a plain re-run resumes it), else a new id."""
+    from gymflow.rollout_store import read_parts
+    from gymflow.run_context import new_run_id
+
+    folder = out / ROLLOUTS_DIR
+    if folder.is_dir():
+        ids = sorted(set(read_parts(folder)["run_id"].to_list()))
+        if len(ids) == 1:
+            return ids[0]
+    return new_run_id()
