@@ -15,6 +15,8 @@ env_app = typer.Typer(no_args_is_help=True, help="Environments: list, check, ser
 app.add_typer(env_app, name="env")
 policy_app = typer.Typer(no_args_is_help=True, help="Policies: serve one over an OpenAI API.")
 app.add_typer(policy_app, name="policy")
+rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts: collect, export.")
+app.add_typer(rollouts_app, name="rollouts")
 
 
 @app.command()
@@ -185,6 +187,64 @@ def policy_serve(
     uvicorn.run(
         build_openai_app(policy, served, api_key=key), host=host, port=port, log_level="warning"
     )
+
+
+@rollouts_app.command("collect")
+def rollouts_collect(
+    env: str = typer.Option(..., help="Environment to collect in."),
+    tasks: Path = typer.Option(..., help="Tasks, JSONL (see --format)."),
+    fmt: str = typer.Option("gymflow", "--format", help="Task format (as for gymflow verify)."),
+    policy: str = typer.Option(
+        ..., help="transformers:PATH, vllm:PATH, openai:URL?model=M, or scripted:ENV (gold)."
+    ),
+    out: Path = typer.Option(..., help="Folder: rollouts/part-*.parquet, tasks, collect.json."),
+    num_repeats: int = typer.Option(4, min=1, help="G: samples per task."),
+    concurrency: int = typer.Option(32, min=1, help="Episodes live at once (rows per part)."),
+    run_id: str = typer.Option(None, help="Resume this run (default: the one in OUT, or new)."),
+    env_url: str = typer.Option(None, help="A running `gymflow env serve` (default: in-process)."),
+    iteration: int = typer.Option(0, min=0),
+    policy_version: int = typer.Option(0, min=0),
+    seed: int = typer.Option(0),
+    temperature: float = typer.Option(1.0),
+    max_new_tokens: int = typer.Option(48, min=1, help="Tokens per model turn."),
+    max_completion_tokens: int = typer.Option(256, min=1, help="Tokens per episode."),
+    progress: bool = typer.Option(None, help="Progress bar (default: when stderr is a terminal)."),
+) -> None:
+    """Collect G rollouts per task into Parquet; re-running resumes without loss or duplicates."""
+    options = dict(locals())  # every option above, by name
+    from gymflow.collection import run_collect
+    from gymflow.failures import GymflowError
+
+    try:
+        report = run_collect(**options)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"run {report.run_id}: {report.collected} collected, {report.already_on_disk} already on "
+        f"disk, {report.unscored} without a reward, failures {report.failures}; "
+        f"{report.rollouts_per_s} rollouts/s, {report.tokens_per_s} tokens/s -> {out}"
+    )
+
+
+@rollouts_app.command("export")
+def rollouts_export(
+    src: Path = typer.Option(..., "--in", help="A folder `gymflow rollouts collect` wrote."),
+    fmt: str = typer.Option(..., "--format", help="hf, nemo_gym, sft or dpo."),
+    out: Path = typer.Option(..., help="Where to write (a folder for hf, else a JSONL file)."),
+    min_reward: float = typer.Option(1.0, help="sft: best of a group must reach this reward."),
+    tokenizer: Path = typer.Option(None, help="sft/dpo: render prompts with this chat template."),
+) -> None:
+    """Export collected rollouts: HF datasets, NeMo Gym rollouts, SFT demos or DPO pairs."""
+    from gymflow.failures import GymflowError
+    from gymflow.rollout_export import export
+
+    try:
+        n = export(src, fmt, out, min_reward=min_reward, tokenizer=tokenizer)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{n} rows ({fmt}) -> {out}")
 
 
 def main() -> None:  # pragma: no cover
