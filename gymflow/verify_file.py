@@ -7,6 +7,8 @@ other system (or a person) produced, and compare the rewards it gives with the o
   :class:`~gymflow.task_record.Task` per line; a missing ``tools`` is filled with the
   environment's tool schemas) is built in, and an environment adds its own formats through
   :meth:`~gymflow.environment.Environment.importers`. An importer keeps the source's ids.
+  One that needs files beside the tasks file (BFCL keeps its answers in ``possible_answer/``)
+  has a ``for_file(path) -> Importer`` method, called once with the tasks file's path.
 * **Responses** (JSONL) are rows ``{"task_id", "response": str}`` (final model text, parsed
   strictly like a rollout) or ``{"task_id", "output": [Responses items]}``, or NeMo Gym
   rollout rows (``response`` is the Responses object; its ``output`` items are scored, see
@@ -151,6 +153,8 @@ def load_tasks(env: Environment, path: Path, fmt: str = "gymflow") -> dict[str, 
             FailureKind.BAD_REQUEST,
         )
     importer = known[fmt]
+    if hasattr(importer, "for_file"):  # it reads files beside the tasks file
+        importer = importer.for_file(Path(path))
     tasks: dict[str, Task] = {}
     first_line: dict[str, int] = {}
     for number, row in read_jsonl(path):

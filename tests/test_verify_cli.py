@@ -15,6 +15,7 @@ from gymflow.verify_file import VerifyInputError, importers, load_tasks
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[1] / "environments/tool_call/examples/tasks.jsonl"
+BFCL = Path(__file__).resolve().parents[1] / "environments/tool_call/tests/data/bfcl"
 ENV = ToolCallServer()
 
 
@@ -191,7 +192,7 @@ def test_unknown_format_and_env_name_the_known_ones(tmp_path, tasks):
     result, out = run_verify(tmp_path, responses, "--format", "swebench")
     assert result.exit_code == 2
     assert "unknown task format 'swebench'" in result.stderr
-    assert "known formats: gymflow" in result.stderr
+    assert "known formats: bfcl, gymflow" in result.stderr
     assert not out.exists()
     result = runner.invoke(
         app, ["verify", "--env", "nope", "--tasks", "t", "--responses", "r", "--out", "o"]
@@ -230,3 +231,45 @@ def test_an_environment_adds_a_format_with_one_function(tmp_path):
     write_rows(path, [{"id": "ext-8", "question": "q"}])
     with pytest.raises(VerifyInputError, match=r"flat.jsonl:1: not a flat task: missing field"):
         load_tasks(env, path, "flat")
+
+
+def test_bfcl_files_as_shipped_are_scored_with_bfcl_rules(tmp_path):
+    simple = BFCL / "BFCL_v4_simple_python.json"
+    tasks = load_tasks(ENV, simple, "bfcl")  # answers come from possible_answer/ beside it
+    rows = [{"task_id": tid, "response": ENV.gold_text(task)} for tid, task in tasks.items()]
+    wrong = '<tool_call>{"name": "calculate_triangle_area", "arguments": {"base": 10}}</tool_call>'
+    rows.append({"task_id": "simple_python_0", "response": wrong})
+    result, out = run_verify(
+        tmp_path, write_rows(tmp_path / "r.jsonl", rows), "--format", "bfcl", tasks_file=simple
+    )
+    assert result.exit_code == 0, result.output
+    got = scores(out)
+    assert len(got) == 31 and all(row["success"] for row in got[:30])
+    assert got[30]["failure_kind"] == "bad_arguments" and got[30]["task_id"] == "simple_python_0"
+
+    irrelevance = BFCL / "BFCL_v4_irrelevance.json"  # no possible_answer file: none is needed
+    call = {"type": "function_call", "name": "determine_body_mass_index", "call_id": "c"}
+    rows = [
+        {"task_id": "irrelevance_0", "response": "No tool here computes that."},
+        {"task_id": "irrelevance_0", "output": [{**call, "arguments": '{"weight": 70}'}]},
+    ]
+    result, out = run_verify(
+        tmp_path, write_rows(tmp_path / "r.jsonl", rows), "--format", "bfcl", tasks_file=irrelevance
+    )
+    assert result.exit_code == 0, result.output
+    assert [(r["success"], r["failure_kind"]) for r in scores(out)] == [
+        (True, None),
+        (False, "wrong_tool"),
+    ]
+
+
+def test_a_bad_bfcl_answer_file_exits_2_naming_it(tmp_path):
+    (tmp_path / "possible_answer").mkdir()
+    simple = tmp_path / "BFCL_v4_simple_python.json"
+    simple.write_bytes((BFCL / simple.name).read_bytes())
+    (tmp_path / "possible_answer" / simple.name).write_text('{"id": "simple_python_0"}\n')
+    responses = write_rows(tmp_path / "r.jsonl", [{"task_id": "simple_python_0", "response": ""}])
+    result, out = run_verify(tmp_path, responses, "--format", "bfcl", tasks_file=simple)
+    assert result.exit_code == 2
+    assert "possible_answer/BFCL_v4_simple_python.json:1:" in result.stderr
+    assert "ground_truth" in result.stderr and not out.exists()

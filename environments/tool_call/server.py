@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from environments.tool_call import generator, verifier
+from environments.tool_call import bfcl, bfcl_import, generator, verifier
 from environments.tool_call.tools import TOOLS
 from gymflow.environment import Environment, Probe, TaskDraft
 from gymflow.scoring import Score
@@ -29,12 +29,21 @@ class ToolCallServer(Environment):
         return drafts
 
     def verify(self, task: Task, items: list[dict]) -> Score:
+        if "bfcl" in task.ground_truth:  # an imported BFCL task: BFCL's AST rules
+            return bfcl.score(task.ground_truth["bfcl"], items)
         return verifier.score(task.ground_truth, items)
 
+    def importers(self):
+        return {"bfcl": bfcl_import.BfclImporter()}
+
     def gold_text(self, task: Task) -> str:
+        if "bfcl" in task.ground_truth:
+            return bfcl_import.gold_text(task.ground_truth["bfcl"])
         return render_call(task.ground_truth["tool"], task.ground_truth["arguments"])
 
     def probes(self, task: Task) -> list[Probe]:
+        if "bfcl" in task.ground_truth:
+            return _bfcl_probes(task.ground_truth["bfcl"])
         tool, args = task.ground_truth["tool"], dict(task.ground_truth["arguments"])
         gold = render_call(tool, args)
         first_key = next(iter(args))
@@ -64,3 +73,17 @@ class ToolCallServer(Environment):
             leaked = {**args, "to": args["to"].replace("@acme.com", "@evil.example")}
             probes.append(Probe("outside_domain", render_call(tool, leaked), 0.79))
         return probes
+
+
+def _bfcl_probes(case: dict) -> list[Probe]:
+    """A few answers no BFCL task may reward: broken syntax, an unknown or unneeded call."""
+    first = case["functions"][0]["name"]
+    probes = [
+        Probe("unclosed_call", render_call(first, {})[: -len("</tool_call>")], -1.0),
+        Probe("unknown_tool", render_call("delete_everything", {}), 0.2),
+    ]
+    if case["answer"] is None:
+        probes.append(Probe("unneeded_call", render_call(first, {}), 0.2))
+    else:
+        probes.append(Probe("plain_text", bfcl_import.NO_CALL_TEXT, -1.0))
+    return probes
