@@ -1,0 +1,17 @@
+"""Collect rollouts (stand-alone): G samples per task into Parquet with full lineage.
+
+Retries are safe: a collection resumes from the part files already written (same run id), so
+a retried attempt collects only what is missing. No result cache: what is done is on disk.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+
+from gymflow.collection import run_collect
+
+
+@task(name="collect_rollouts", retries=2, retry_delay_seconds=5)
+def collect_rollouts(options: dict) -> dict:
+    """``options``: the keyword arguments of :func:`gymflow.collection.run_collect`."""
+    return run_collect(**options).as_dict()
