@@ -11,7 +11,8 @@ vendor SDK, sentence-transformers, faiss) to run a 650-line pure function.
 The rules, per call:
 
 * the function name must be the expected one; a dotted name (``math.hypot``) may also be
-  spelled with underscores (``math_hypot``), as BFCL allows for APIs that forbid dots;
+  spelled with underscores (``math_hypot``), as BFCL does for APIs that forbid dots (it picks
+  one spelling per model, so one answer must not mix them);
 * every ``required`` parameter is present; no parameter outside the function doc or the
   possible answer; a possible-answer parameter that is absent must list ``""`` (optional);
 * types are BFCL's (``dict integer float string boolean array tuple any``, ``any`` checked as a
@@ -229,6 +230,8 @@ def check_answer(case: dict, calls: list[tuple[str, dict]]) -> tuple[Verdict, in
     answers = case["answer"]
     if len(calls) != len(answers):
         return Verdict("wrong_count", f"{len(calls)} calls, expected {len(answers)}"), 0
+    if _mixed_spelling(docs, calls):  # BFCL renames dots for a model's every call, or none
+        return Verdict("simple_function_checker:wrong_func_name", "dots and underscores mixed"), 0
     if "parallel" not in case["category"]:
         name, args = calls[0]
         return check_call(docs[next(iter(answers[0]))], name, args, answers[0]), 0
@@ -247,6 +250,15 @@ def check_answer(case: dict, calls: list[tuple[str, dict]]) -> tuple[Verdict, in
             continue
         unmatched.remove(hit)
     return first_miss, len(calls) - len(unmatched)
+
+
+def _mixed_spelling(docs: dict, calls: list[tuple[str, dict]]) -> bool:
+    dotted = [name for name in docs if "." in name]
+    exact = any(name in dotted for name, _ in calls)
+    aliased = any(
+        name not in docs and any(names_match(d, name) for d in dotted) for name, _ in calls
+    )
+    return exact and aliased
 
 
 def score(case: dict, items: list[dict]) -> Score:

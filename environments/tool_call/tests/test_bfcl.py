@@ -230,6 +230,16 @@ def test_parallel_answers_need_every_call(tasks):
     assert half.components["args"] == 0.5 and half.reward == pytest.approx(0.8)
 
 
+def test_one_answer_spells_dotted_names_one_way(tasks):
+    task = tasks["parallel_0"]
+    a = {"artist": "Maroon 5", "duration": 15}
+    b = {"artist": "Taylor Swift", "duration": 20}
+    same = grade(task, render_call("spotify_play", a) + render_call("spotify_play", b))
+    assert same.success
+    mixed = grade(task, render_call("spotify_play", a) + render_call("spotify.play", b))
+    assert not mixed.success and "mixed" in mixed.detail
+
+
 def test_standardize_is_bfcls_normalisation():
     assert bfcl.standardize("New York, NY") == bfcl.standardize("new-york ny")
     assert bfcl.standardize("it's") == 'it"s'
