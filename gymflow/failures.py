@@ -46,6 +46,27 @@ class FailureKind(StrEnum):
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
     INJECTED_FAILURE = "injected_failure"
+    # answers graded against a reference (environments/judge, environments/reasoning_gym)
+    NO_ANSWER = "no_answer"
+    """The reply holds no answer to grade (empty, or not in the answer format asked for)."""
+    WRONG_ANSWER = "wrong_answer"
+    """An answer was graded and scored below the top (partial credit may still be given)."""
+    ANSWER_TOO_LONG = "answer_too_long"
+    """The reply or its extracted answer is over the verifier's size cap (environments/math)."""
+    ANSWER_UNCHECKABLE = "answer_uncheckable"
+    """The answer needs what the checker refuses to evaluate, or over its CPU budget (math)."""
+    # an LLM judge as the verifier (environments/judge): no verdict, so no reward either
+    JUDGE_NOT_CONFIGURED = "judge_not_configured"
+    """No judge endpoint is set (GYMFLOW_JUDGE_URL)."""
+    JUDGE_UNAVAILABLE = "judge_unavailable"
+    """The judge server could not be reached or kept failing (5xx, 4xx) after capped retries."""
+    JUDGE_TIMEOUT = "judge_timeout"
+    """The judge did not answer within its timeout, after capped retries."""
+    JUDGE_BAD_VERDICT = "judge_bad_verdict"
+    """The judge answered, but not with a verdict in the asked format or in the score range."""
+    # a third-party scorer this project wraps (environments/reasoning_gym)
+    SCORER_REFUSED = "scorer_refused"
+    """A task family whose scorer failed its self-check (rewards garbage, lacks answers)."""
 
 
 class GymflowError(RuntimeError):
