@@ -301,7 +301,7 @@ def score(case: dict, items: list[dict]) -> Score:
 def _grade_calls(case: dict, calls: list[tuple[str, dict]]) -> Score:
     answers = case["answer"]
     expected = sorted(next(iter(a)) for a in answers)
-    given = sorted(calls_named(expected, name) for name, _ in calls)
+    given = sorted(_spelled_as(expected, name) for name, _ in calls)
     tool = 1.0 if given == expected else 0.0
     verdict, matched = check_answer(case, calls)
     if verdict.valid:
@@ -309,7 +309,7 @@ def _grade_calls(case: dict, calls: list[tuple[str, dict]]) -> Score:
     args = matched / len(answers)
     if verdict.error_type == "wrong_count":
         kind = FailureKind.MULTIPLE_CALLS
-    elif tool == 0.0:
+    elif tool == 0.0 or verdict.error_type.endswith("wrong_func_name"):
         known = {doc["name"] for doc in case["functions"]}
         unknown = [n for n, _ in calls if not any(names_match(k, n) for k in known)]
         kind = FailureKind.UNKNOWN_TOOL if unknown else FailureKind.WRONG_TOOL
@@ -318,7 +318,7 @@ def _grade_calls(case: dict, calls: list[tuple[str, dict]]) -> Score:
     return _graded(tool, args, kind, f"{verdict.error_type} {verdict.detail}".strip())
 
 
-def calls_named(expected: list[str], given: str) -> str:
+def _spelled_as(expected: list[str], given: str) -> str:
     """The expected name ``given`` spells (dots as underscores allowed), else ``given``."""
     return next((name for name in expected if names_match(name, given)), given)
 
