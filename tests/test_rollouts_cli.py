@@ -1,0 +1,164 @@
+"""``gymflow rollouts collect / export`` and the collect flow, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from environments.counter import CounterServer
+from gymflow.cli import app
+from gymflow.rollout_engine import ROLLOUTS_DIR, CollectSettings, plan
+from gymflow.rollout_store import read_parts
+from gymflow.task_set import build_tasks
+
+GYMFLOW = str(Path(sys.executable).parent / "gymflow")
+COUNTER = CounterServer()
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def task_file(tmp_path_factory) -> Path:
+    tasks = build_tasks(COUNTER, 300, seed=11, heldout_frac=0.0, val_frac=0.0)
+    # one task per prompt: the gold replay finds a task by its prompt, and counter prompts do
+    # not say the start value
+    tasks = list({t.prompt[0]["content"]: t for t in reversed(tasks)}.values())
+    path = tmp_path_factory.mktemp("tasks") / "tasks.jsonl"
+    path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    return path
+
+
+def collect_args(task_file: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "rollouts", "collect", "--env", "counter", "--tasks", str(task_file),
+        "--policy", "scripted:counter", "--out", str(out), "--num-repeats", "2",
+        "--max-completion-tokens", "65536", *extra,
+    ]  # fmt: skip
+
+
+def test_killed_collector_resumes_with_nothing_lost_or_duplicated(tmp_path, task_file):
+    out = tmp_path / "out"
+    parts = out / ROLLOUTS_DIR
+    proc = subprocess.Popen(
+        [GYMFLOW, *collect_args(task_file, out, "--concurrency", "1", "--run-id", "kill-me")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.time() + 90
+        while len(list(parts.glob("part-*.parquet"))) < 3:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.time() < deadline, "the collector wrote no part files"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)  # mid-collection, maybe mid-write
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    tasks = list(json.loads(line)["task_id"] for line in task_file.read_text().splitlines())
+    planned = 2 * len(tasks)
+    before = read_parts(parts)
+    assert 0 < before.height < planned, "the kill must land mid-collection"
+    # re-run without --run-id: the run on disk is resumed, in bigger chunks
+    result = runner.invoke(app, collect_args(task_file, out, "--concurrency", "64"))
+    assert result.exit_code == 0, result.output
+    assert "run kill-me:" in result.output
+    assert f"{planned - before.height} collected, {before.height} already on disk" in result.output
+    after = read_parts(parts)
+    from gymflow.verify_file import load_tasks
+
+    expected = {
+        p.rollout_id
+        for p in plan(
+            list(load_tasks(COUNTER, task_file).values()),
+            CollectSettings(run_id="kill-me", num_repeats=2),
+        )
+    }
+    ids = after["rollout_id"].to_list()
+    assert len(ids) == len(set(ids)) == planned  # 0 duplicated
+    assert set(ids) == expected  # 0 lost
+    assert set(before["rollout_id"]) <= set(ids)
+    assert after["reward"].to_list() == [1.0] * planned
+    assert not list(parts.glob(".*.tmp"))
+
+
+def test_dead_env_url_rows_say_env_unavailable(tmp_path, task_file):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    small = tmp_path / "two.jsonl"
+    small.write_text("".join(task_file.read_text().splitlines(keepends=True)[:2]))
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, collect_args(small, out, "--env-url", f"http://127.0.0.1:{port}", "--run-id", "dead")
+    )
+    assert result.exit_code == 0, result.output
+    assert "4 without a reward" in result.output and "env_unavailable" in result.output
+    df = read_parts(out / ROLLOUTS_DIR)
+    assert df.height == 4 and df["reward"].null_count() == 4
+    assert set(df["failure_kind"]) == {"env_unavailable"}
+
+
+def test_corrupt_part_exits_with_a_message_naming_it(tmp_path, task_file):
+    small = tmp_path / "two.jsonl"
+    small.write_text("".join(task_file.read_text().splitlines(keepends=True)[:2]))
+    out = tmp_path / "out"
+    assert runner.invoke(app, collect_args(small, out, "--concurrency", "2")).exit_code == 0
+    part = sorted((out / ROLLOUTS_DIR).glob("part-*.parquet"))[-1]
+    part.write_bytes(b"PAR1 garbage")
+    result = runner.invoke(app, collect_args(small, out))
+    assert result.exit_code == 2
+    assert "[corrupt_file]" in result.output and str(part) in result.output
+
+
+def test_bad_inputs_are_clear_errors(tmp_path, task_file):
+    result = runner.invoke(app, collect_args(task_file, tmp_path, "--format", "nope"))
+    assert result.exit_code == 2 and "unknown task format 'nope'" in result.output
+    args = collect_args(task_file, tmp_path)
+    args[args.index("scripted:counter")] = "scripted:nowhere"
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "unknown environment 'nowhere'" in result.output
+
+
+def test_nemo_gym_task_format_and_exports_from_the_cli(tmp_path):
+    tasks = Path(__file__).parent.parent / "environments/counter/examples/nemo_gym_tasks.jsonl"
+    out = tmp_path / "out"
+    args = collect_args(tasks, out, "--format", "nemo_gym")
+    assert runner.invoke(app, args).exit_code == 0
+    n = read_parts(out / ROLLOUTS_DIR).height
+    assert n == 2 * len(tasks.read_text().splitlines())
+    result = runner.invoke(
+        app,
+        ["rollouts", "export", "--in", str(out), "--format", "sft", "--out", str(tmp_path / "s")],
+    )
+    assert result.exit_code == 0 and f"{n // 2} rows (sft)" in result.output
+    result = runner.invoke(
+        app, ["rollouts", "export", "--in", str(out), "--format", "x", "--out", str(tmp_path / "x")]
+    )
+    assert result.exit_code == 2 and "unknown format" in result.output
+
+
+def test_collect_flow_runs_the_same_collection(tmp_path, task_file, prefect_engine):
+    """The flow on a real Prefect engine; a second run resumes (nothing left to collect)."""
+    from flows.collect import collect
+
+    small = tmp_path / "two.jsonl"
+    small.write_text("".join(task_file.read_text().splitlines(keepends=True)[:2]))
+    kw = {"num_repeats": 3, "max_completion_tokens": 65536, "run_id": "flow"}
+    report = collect("counter", str(small), "scripted:counter", str(tmp_path), **kw)
+    assert report["collected"] == 6 and report["failures"] == {}
+    df = read_parts(tmp_path / ROLLOUTS_DIR)
+    assert df.filter(pl.col("reward") == 1.0).height == 6
+    again = collect("counter", str(small), "scripted:counter", str(tmp_path), **kw)
+    assert again["collected"] == 0 and again["already_on_disk"] == 6
