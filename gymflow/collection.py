@@ -53,7 +53,7 @@ def run_collect(
             max_completion_tokens=max_completion_tokens,
             temperature=temperature,
         ),
-        reward_range=getattr(environment, "reward_range", (-1.0, 1.0)),
+        reward_range=environment.reward_range,
         progress=progress,
     )
     loaded = load_policy(policy, tasks=task_list)

@@ -49,6 +49,8 @@ class Environment(ABC):
     version: ClassVar[str] = "1"
     max_turns: ClassVar[int] = 1
     """Model turns per episode; a single-call environment ends after the first turn."""
+    reward_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
+    """Lowest and highest reward the verifier gives; stored rollouts are checked against it."""
     heavy_verify: ClassVar[bool] = False
     """True when ``verify`` is CPU-heavy (math-verify, running code): the resources server then
     runs it in a process pool, off the event loop, so other sessions are not stalled. The

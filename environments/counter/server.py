@@ -53,6 +53,7 @@ class CounterServer(Environment):
     name = "counter"
     version = "1"
     max_turns = 4
+    reward_range = (0.0, 1.0)
 
     def tools(self):
         return [increment_counter, get_counter_value]
