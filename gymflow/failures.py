@@ -20,6 +20,13 @@ class FailureKind(StrEnum):
     BAD_ARGUMENTS = "bad_arguments"
     UNSAFE_ACTION = "unsafe_action"
     TRUNCATED = "truncated"
+    # code answers (environments/code): how a program failed its hidden tests
+    SYNTAX_ERROR = "syntax_error"
+    MISSING_ENTRY_POINT = "missing_entry_point"
+    RUNTIME_ERROR = "runtime_error"
+    TEST_FAILED = "test_failed"
+    MEMORY_LIMIT = "memory_limit"
+    SANDBOX_VIOLATION = "sandbox_violation"
     # request / infrastructure problems (raised or returned as errors with a kind)
     BAD_REQUEST = "bad_request"
     UNKNOWN_SESSION = "unknown_session"

@@ -1,0 +1,93 @@
+"""Code sandbox benchmark: start-up of a sandboxed interpreter, and the cost of one verify.
+
+    python benchmarks/code_env.py [--isolation auto|bwrap|unshare|none] [--n 40] [--out FILE]
+
+Prints one JSON object with, per run of the chosen tier:
+
+* ``startup_ms`` — p50 / p95 wall time to launch one sandboxed interpreter that does nothing
+  (``<launcher> python -I -S -c pass``): the floor under every verify;
+* ``verify_wall_ms`` — p50 / p95 wall time of the code environment's ``verify`` on gold
+  answers of the first ``n`` HumanEval tasks, one at a time (two sandboxed interpreters per
+  verify, started together, plus the tests);
+* ``verify_cpu_ms`` — p50 / p95 CPU of the same: the host's own (this process) plus both
+  sandboxed interpreters as they report it (``getrusage`` inside, start-up included); the
+  launcher's own CPU (bwrap, unshare) is not in it;
+* ``load_avg_1m`` — the machine's load when the run started (figures from a busy machine are
+  slower; compare runs taken at similar load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from environments.code import sandbox
+from environments.code.execution import Program, run_program
+from environments.code.humaneval import load_tasks
+from environments.code.probes import gold_code
+from environments.code.sandbox import Interpreter, Limits
+
+
+def _percentiles(values: list[float]) -> dict:
+    cuts = statistics.quantiles(values, n=20, method="inclusive")
+    return {"p50": round(statistics.median(values), 2), "p95": round(cuts[18], 2)}
+
+
+def startup_ms(tier: str, n: int) -> list[float]:
+    argv = [*sandbox.launch_command(tier, Interpreter.current(), Limits()), "-c", "pass"]
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True, cwd="/")
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def verify_costs(tier: str, n: int) -> tuple[list[float], list[float]]:
+    walls, cpus = [], []
+    for task in load_tasks()[:n]:
+        truth = task.ground_truth
+        program = Program(gold_code(truth), truth["prompt"], truth["test"], truth["entry_point"])
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        outcome = run_program(program, Limits(), tier)
+        host_cpu = time.process_time() - cpu0
+        walls.append((time.perf_counter() - wall0) * 1000)
+        cpus.append((host_cpu + outcome.cpu_s) * 1000)
+        if outcome.verdict != "passed":
+            raise RuntimeError(f"gold failed on {task.task_id}: {outcome}")
+    return walls, cpus
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--isolation", default="auto")
+    parser.add_argument("--n", type=int, default=40, help="HumanEval tasks to verify")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    tier = sandbox.resolve(args.isolation)
+    load = os.getloadavg()[0]
+    startup_ms(tier, 3)  # warm the page cache
+    starts = startup_ms(tier, args.n)
+    walls, cpus = verify_costs(tier, args.n)
+    result = {
+        "isolation": tier,
+        "n": args.n,
+        "startup_ms": _percentiles(starts),
+        "verify_wall_ms": _percentiles(walls),
+        "verify_cpu_ms": _percentiles(cpus),
+        "load_avg_1m": round(load, 2),
+        "cpus": os.cpu_count(),
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
