@@ -126,8 +126,10 @@ async def run_episodes(
         for ep in to_verify:  # verify closed them: one round trip less per episode
             ep.closed = True
         for ep, score in zip(to_verify, scores, strict=True):
-            if ep.truncated and score["failure_kind"] is None:
-                score = {**score, "failure_kind": str(FailureKind.TRUNCATED)}
+            if ep.truncated and not score["success"]:
+                # the budget cut the episode: say so, keeping the verifier's own verdict in detail
+                verdict = f"{score['failure_kind']}: {score.get('detail', '')}".rstrip(": ")
+                score = {**score, "failure_kind": str(FailureKind.TRUNCATED), "detail": verdict}
             ep.score = score
         for ep in episodes:
             ep.latency_s = time.time() - t0

@@ -50,7 +50,12 @@ def run_collect(
         seed=seed,
         sampling=Sampling(
             max_new_tokens=max_new_tokens,
-            max_completion_tokens=max_completion_tokens,
+            # a scripted policy's "tokens" are UTF-8 bytes: a model's budget would cut it short
+            max_completion_tokens=(
+                max(max_completion_tokens, 1 << 16)
+                if policy.startswith("scripted:")
+                else max_completion_tokens
+            ),
             temperature=temperature,
         ),
         reward_range=environment.reward_range,
