@@ -13,6 +13,11 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first, from the pinned CPU build, so nothing later pulls CUDA wheels.
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -e .
+	# bubblewrap: the code environment's strongest sandbox tier. Best effort (root + apt only);
+	# without it the sandbox falls back to a network namespace and says so in a warning.
+	command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; } || true
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)

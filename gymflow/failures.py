@@ -83,3 +83,6 @@ class GymflowError(RuntimeError):
         super().__init__(f"[{kind}] {message}")
         self.kind = kind
         self.detail = message
+
+    def __reduce__(self):  # picklable, so it crosses from a verify worker process as itself
+        return (type(self), (self.kind, self.detail))

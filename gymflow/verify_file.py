@@ -25,6 +25,7 @@ The scores file is written to a temporary file and renamed, so it is complete or
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -53,6 +54,10 @@ class VerifyInputError(GymflowError):
     def __init__(self, path: Path | str, line: int | None, problem: str, kind: FailureKind):
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(kind, f"{where}: {_one_line(problem)}")
+        self._args = (path, line, problem, kind)
+
+    def __reduce__(self):
+        return (type(self), self._args)
 
 
 class VerifierCrash(RuntimeError):
@@ -103,6 +108,13 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         raise VerifyInputError(
             path, None, f"cannot read: {exc.strerror or exc}", FailureKind.CORRUPT_FILE
         ) from None
+    if raw[:2] == b"\x1f\x8b":  # gzip (HumanEval ships its tasks as .jsonl.gz)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise VerifyInputError(
+                path, None, f"not a readable gzip file: {exc}", FailureKind.CORRUPT_FILE
+            ) from None
     for number, data in enumerate(raw.split(b"\n"), start=1):
         if number == 1 and data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]  # a UTF-8 byte-order mark

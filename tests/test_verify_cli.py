@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from environments.tool_call import ToolCallServer
 from gymflow.cli import app
+from gymflow.failures import FailureKind, GymflowError
 from gymflow.task_record import Task
 from gymflow.verify_file import VerifyInputError, importers, load_tasks
 
@@ -273,3 +274,27 @@ def test_a_bad_bfcl_answer_file_exits_2_naming_it(tmp_path):
     assert result.exit_code == 2
     assert "possible_answer/BFCL_v4_simple_python.json:1:" in result.stderr
     assert "ground_truth" in result.stderr and not out.exists()
+
+
+def test_gzipped_task_files_are_read_and_a_broken_one_is_a_corrupt_file(tmp_path):
+    import gzip
+
+    from gymflow.verify_file import read_jsonl
+
+    good = tmp_path / "tasks.jsonl.gz"
+    good.write_bytes(gzip.compress(b'{"a": 1}\n\n{"b": 2}\n'))
+    assert list(read_jsonl(good)) == [(1, {"a": 1}), (3, {"b": 2})]
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(gzip.compress(b'{"a": 1}\n')[:-6])
+    with pytest.raises(VerifyInputError) as info:
+        list(read_jsonl(broken))
+    assert info.value.kind is FailureKind.CORRUPT_FILE and "broken.jsonl.gz" in str(info.value)
+
+
+def test_errors_cross_process_boundaries_as_themselves():
+    import pickle
+
+    err = pickle.loads(pickle.dumps(GymflowError(FailureKind.TIMEOUT, "judge took 30 s")))
+    assert err.kind is FailureKind.TIMEOUT and err.detail == "judge took 30 s"
+    bad = pickle.loads(pickle.dumps(VerifyInputError("t.jsonl", 4, "oops", FailureKind.NOT_UTF8)))
+    assert bad.kind is FailureKind.NOT_UTF8 and "t.jsonl:4" in str(bad)
