@@ -9,6 +9,11 @@ tokens, sampling logprobs, ``env_mask`` and the verifier's reward as an extra co
 Dynamic sampling (DAPO) is done here because TRL 1.16 lacks it: a group whose rewards are all
 equal has zero advantage and teaches nothing, so it is replaced by a fresh group from the task
 pool (up to ``max_resample_rounds``); the batch stays full.
+
+The loss variants, KL, reward scaling and LoRA are TRL's and PEFT's own; the settings only name
+them and refuse unknown values up front (TRL itself would fail only at the first loss). GSPO is
+``importance_sampling_level="sequence"`` with ``loss_type="grpo"``. A LoRA run saves the merged
+model, so the final policy loads with ``from_pretrained`` like a full fine-tune.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,16 +33,50 @@ from gymflow.environment import Environment
 from gymflow.policy import TransformersPolicy
 from gymflow.task_record import Task
 
+LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+"""The ``loss_type`` values TRL 1.16 implements (``GRPOTrainer._compute_loss``)."""
+
+
+class LoraSettings(BaseModel):
+    """A PEFT LoRA adapter on the policy; merged into the weights when training ends."""
+
+    model_config = {"extra": "forbid"}
+
+    r: int = Field(16, gt=0, description="Adapter rank.")
+    alpha: int = Field(32, gt=0, description="Scaling numerator (``lora_alpha``).")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Modules to adapt; ``all-linear`` = every linear but the head."
+    )
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=self.target_modules,
+            task_type="CAUSAL_LM",
+        )
+
 
 class GRPOSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+
     max_steps: int = Field(80, description="Optimizer steps.")
     prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
     num_generations: int = Field(8, description="Completions per task (G, the group size).")
     learning_rate: float = Field(1e-4, description="Constant learning rate.")
-    beta: float = Field(0.0, description="KL coefficient; 0 loads no reference model.")
-    loss_type: str = Field(
-        "dapo", description="TRL loss variant: grpo, dr_grpo, dapo, bnpo, cispo ..."
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
+    loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description='"sequence" with loss_type "grpo" is GSPO.'
     )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description='Advantage scaling; Dr. GRPO uses "none".'
+    )
+    lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
     epsilon_high: float = Field(0.28, description="Upper clip (DAPO clip-higher).")
     temperature: float = Field(
         0.7, description="Rollout sampling temperature (TRL scales the loss's logits to match)."
@@ -141,13 +181,17 @@ def run_grpo(
     settings: GRPOSettings,
     log_to_mlflow: bool = True,
     resume: bool = True,
+    callbacks: list | None = None,
 ) -> dict:
-    """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any."""
+    """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any.
+
+    ``callbacks`` are extra ``TrainerCallback``s (the step benchmark times steps with one).
+    """
     import os
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     class TimeBudget(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
@@ -163,9 +207,51 @@ def run_grpo(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(model_path)
+    peft_config = settings.lora.peft_config() if settings.lora is not None else None
     batch = settings.prompts_per_step * settings.num_generations
-    config = GRPOConfig(
-        output_dir=str(out_dir / "trainer"),
+    config = trainer_config(settings, out_dir / "trainer", log_to_mlflow)
+    n_rows = max(len(source.pool_ids), batch)
+    dataset = Dataset.from_list(
+        [{"prompt": source.pool_ids[i % len(source.pool_ids)]} for i in range(n_rows)]
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[env_reward],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=source,
+        callbacks=[TimeBudget(), *(callbacks or [])],
+        peft_config=peft_config,
+    )
+    trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
+    checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
+    started = time.time()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    wall = time.time() - started
+    final = out_dir / "final"
+    if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
+        trainer.model.merge_and_unload().save_pretrained(final)
+    else:
+        trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    return {
+        "path": str(final),
+        "steps": trainer.state.global_step,
+        "wall_s": round(wall, 2),
+        "resumed_from": str(checkpoint) if checkpoint else None,
+        "dynamic_sampling": dict(source.stats),
+        "log_history": trainer.state.log_history,
+    }
+
+
+def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool = True):
+    """TRL's ``GRPOConfig`` for ``settings``: CPU, fp32, one optimizer step per generation batch."""
+    from trl import GRPOConfig
+
+    batch = settings.prompts_per_step * settings.num_generations
+    return GRPOConfig(
+        output_dir=str(output_dir),
         use_cpu=True,
         bf16=False,
         fp16=False,
@@ -181,6 +267,8 @@ def run_grpo(
         weight_decay=0.0,
         beta=settings.beta,
         loss_type=settings.loss_type,
+        importance_sampling_level=settings.importance_sampling_level,
+        scale_rewards=settings.scale_rewards,
         epsilon_high=settings.epsilon_high,
         logging_steps=1,
         save_strategy="steps",
@@ -192,35 +280,6 @@ def run_grpo(
         dataloader_num_workers=0,
         seed=settings.seed,
     )
-    n_rows = max(len(source.pool_ids), batch)
-    dataset = Dataset.from_list(
-        [{"prompt": source.pool_ids[i % len(source.pool_ids)]} for i in range(n_rows)]
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[env_reward],
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        rollout_func=source,
-        callbacks=[TimeBudget()],
-    )
-    trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
-    checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
-    started = time.time()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    wall = time.time() - started
-    final = out_dir / "final"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(final)
-    return {
-        "path": str(final),
-        "steps": trainer.state.global_step,
-        "wall_s": round(wall, 2),
-        "resumed_from": str(checkpoint) if checkpoint else None,
-        "dynamic_sampling": dict(source.stats),
-        "log_history": trainer.state.log_history,
-    }
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
