@@ -7,13 +7,11 @@ import asyncio
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
@@ -23,6 +21,7 @@ from gymflow.chat_episode import chat_items, extend_token_view
 from gymflow.env_client import EnvClient
 from gymflow.evaluation import evaluate_policy
 from gymflow.failures import FailureKind, GymflowError
+from gymflow.loopback import LoopbackServer
 from gymflow.openai_policy import OpenAIChatPolicy
 from gymflow.openai_server import build_openai_app
 from gymflow.policy import ChatTurn, TransformersPolicy
@@ -36,34 +35,6 @@ from gymflow.tool_calls import render_call
 ENV = CounterServer()
 LONG = Sampling(max_completion_tokens=1 << 20)  # scripted tokens are bytes: no budget cut
 ANSWER_42 = {"choices": [{"message": {"role": "assistant", "content": "42"}}]}
-
-
-class LiveServer:
-    """uvicorn serving ``app`` on 127.0.0.1 (a port we bound) in a background thread."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="critical", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
 
 
 def counter_script(prompt: str, turn: int, observations: list[str]) -> str:
@@ -106,8 +77,8 @@ def tasks():
 
 
 @pytest.fixture(scope="module")
-def scripted() -> Iterator[LiveServer]:
-    with LiveServer(build_openai_app(ScriptedPolicy(counter_script), "scripted")) as server:
+def scripted() -> Iterator[LoopbackServer]:
+    with LoopbackServer(build_openai_app(ScriptedPolicy(counter_script), "scripted")) as server:
         yield server
 
 
@@ -134,7 +105,7 @@ def test_gold_over_http_scores_one_with_the_in_process_token_view(scripted, task
 def test_text_tool_calls_are_parsed_by_the_client_and_evaluation_works(tasks):
     # A server without a tool parser (vLLM serve without --tool-call-parser) sends the text.
     app = build_openai_app(ScriptedPolicy(counter_script), "raw", parse_tool_calls=False)
-    with LiveServer(app) as server:
+    with LoopbackServer(app) as server:
         policy = OpenAIChatPolicy(server.url + "/v1", "raw")
         served = episodes(policy, tasks)
         rows, summary = evaluate_policy(ENV, build_app(ENV), policy, tasks, max_new_tokens=256)
@@ -157,7 +128,7 @@ def test_tiny_model_served_episodes_are_produced_and_scored(tmp_path_factory, ta
         cfg,
     )
     local = TransformersPolicy.from_path(path)
-    with LiveServer(build_openai_app(local, "tiny")) as server:
+    with LoopbackServer(build_openai_app(local, "tiny")) as server:
         policy = OpenAIChatPolicy(server.url + "/v1", "tiny", token_ids=True)
         served = episodes(policy, tasks, Sampling(max_new_tokens=24), seeds=[7] * len(tasks))
         requests = server.app.state.requests
@@ -234,7 +205,7 @@ def test_server_down_is_policy_unavailable_after_capped_retries(tasks):
 
 
 @pytest.fixture(scope="module")
-def faulty() -> Iterator[LiveServer]:
+def faulty() -> Iterator[LoopbackServer]:
     """One server, a behaviour per path prefix; counts the requests each prefix got."""
     app = FastAPI()
     app.state.hits = {}
@@ -256,7 +227,7 @@ def faulty() -> Iterator[LiveServer]:
             return JSONResponse({"error": {"message": "no"}}, status_code=400)
         return JSONResponse(ANSWER_42)
 
-    with LiveServer(app) as server:
+    with LoopbackServer(app) as server:
         yield server
 
 
@@ -310,7 +281,7 @@ def test_a_hanging_server_times_out():
 def test_server_refuses_what_it_does_not_serve_and_checks_the_key(monkeypatch, tasks):
     app = build_openai_app(ScriptedPolicy(counter_script), "scripted", api_key="sekret")
     user = [{"role": "user", "content": "add 1 then add 2 then get the count"}]
-    with LiveServer(app) as server:
+    with LoopbackServer(app) as server:
         http = httpx.Client(base_url=server.url, headers={"Authorization": "Bearer sekret"})
         assert http.get("/v1/models").json()["data"][0]["id"] == "scripted"
         ok = http.post("/v1/chat/completions", json={"messages": user, "tools": ENV.tool_schemas})

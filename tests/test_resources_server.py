@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-import uvicorn
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from environments.tool_call import ToolCallServer
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment, TaskDraft
 from gymflow.failures import FailureKind, GymflowError
+from gymflow.loopback import LoopbackServer
 from gymflow.resources_server import build_app
 from gymflow.scoring import Score
 from gymflow.sessions import RequestError, Session, SessionStore
@@ -87,38 +87,9 @@ class NotesEnv(Environment):
 # --- servers ------------------------------------------------------------------------------------
 
 
-class LiveServer:
-    """uvicorn serving ``app`` on 127.0.0.1 in a background thread, on a socket we bound."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-        # proto=IPPROTO_TCP: asyncio only sets TCP_NODELAY on such sockets (else +40 ms a request)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="critical", lifespan="off", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
-def live() -> Iterator[LiveServer]:
-    with LiveServer(build_app(ENV, max_body_bytes=MAX_BODY)) as server:
+def live() -> Iterator[LoopbackServer]:
+    with LoopbackServer(build_app(ENV, max_body_bytes=MAX_BODY)) as server:
         yield server
 
 

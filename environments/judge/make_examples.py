@@ -12,11 +12,11 @@ import asyncio
 import os
 from pathlib import Path
 
-from environments.judge.loopback import serve_on_loopback
 from environments.judge.reference_judge import reference_judge_app
 from environments.judge.server import JudgeServer
 from gymflow.agent_loop import Sampling, run_episodes
 from gymflow.env_client import EnvClient
+from gymflow.loopback import serve_on_loopback
 from gymflow.nemo_gym import rollout_row
 from gymflow.resources_server import build_app
 from gymflow.scripted_policy import ScriptedPolicy

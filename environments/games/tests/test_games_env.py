@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from environments.games import GamesServer
@@ -19,6 +15,7 @@ from environments.games.sudoku import render
 from gymflow.agent_loop import Sampling, run_episodes
 from gymflow.cli import app as cli
 from gymflow.env_client import EnvClient
+from gymflow.loopback import LoopbackServer
 from gymflow.nemo_gym import read_rollout_rows
 from gymflow.resources_server import build_app
 from gymflow.scripted_policy import ScriptedPolicy
@@ -160,33 +157,6 @@ def test_the_verifier_trusts_no_observation_and_counts_only_executed_calls(tasks
     assert ENV.verify(task, doubled).reward == 1.0
 
 
-class LiveServer:
-    """uvicorn serving ``app`` on 127.0.0.1 in a background thread, on a socket we bound."""
-
-    def __init__(self, app) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="critical", lifespan="off", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
-
-
 def test_tools_over_http_keep_each_sessions_game(tasks):
     nim_task = next(t for t in tasks if t.ground_truth["game"] == "nim")
     sudoku_task = next(t for t in tasks if t.ground_truth["game"] == "sudoku")
@@ -212,7 +182,7 @@ def test_tools_over_http_keep_each_sessions_game(tasks):
                 await client.close_session(sid)
             return bad, typed, wrong, good, on_clue, grid
 
-    with LiveServer(build_app(ENV)) as live:
+    with LoopbackServer(build_app(ENV)) as live:
         bad, typed, wrong, good, on_clue, grid = asyncio.run(go(live.url))
         episodes = asyncio.run(_gold_over_http(live.url, nim_task))
     assert bad["error"]["kind"] == "tool_error" and "stones" in bad["error"]["message"]

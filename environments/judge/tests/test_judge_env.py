@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse
 from environments.judge import JudgeServer
 from environments.judge.generator import QUESTIONS, generate_drafts
 from environments.judge.judge_client import HttpJudge, JudgeFailure, JudgeSettings
-from environments.judge.loopback import serve_on_loopback
 from environments.judge.reference_judge import reference_judge_app, reference_verdict
 from environments.judge.rubric import DEFAULT_RUBRIC, BadVerdict, judge_messages, parse_verdict
 from environments.judge.verifier import grade
@@ -24,6 +23,7 @@ from gymflow.agent_loop import Sampling, run_episodes
 from gymflow.env_check import check_environment
 from gymflow.env_client import EnvClient
 from gymflow.failures import FailureKind, GymflowError
+from gymflow.loopback import serve_on_loopback
 from gymflow.resources_server import build_app
 from gymflow.scripted_policy import ScriptedPolicy
 from gymflow.sessions import RequestError
