@@ -7,13 +7,15 @@ string), some entries carry no answer to score. Before a family is used, ``self_
 
 1. ``generates`` — the dataset builds and yields entries (no data download, no crash);
 2. ``has_answers`` — every entry has a non-empty string answer;
-3. ``reproducible`` — the same (config, seed, size) gives the same questions and answers
-   (the verifier regenerates entries instead of storing them);
+3. ``reproducible`` — the same (config, seed, size) gives the same questions and answers: read
+   again, from a second instance in reverse order, and in another interpreter with another
+   string-hash seed (the verifier regenerates entries instead of storing them, in worker
+   processes; knight_swap's entries change with the hash seed);
 4. ``gold_scores_one`` — the gold answer, written as a policy would (``<answer>…</answer>``) and
    extracted back, scores exactly 1.0, twice;
 5. ``rejects_garbage`` — the empty string, ``"0"`` (unless the gold answer is zero), a long seeded
-   random string and the question echoed back each score below 1.0, and the scorer does not
-   raise on them.
+   random string and the question echoed back each score at most ``GARBAGE_CEILING`` (0.5),
+   and the scorer does not raise on them.
 
 The first failed check names the family, the check and the entry. Results are cached by
 (reasoning-gym version, family, config, seed, entries, ``CHECK_VERSION``): first the measured
@@ -23,10 +25,14 @@ a user cache file (``GYMFLOW_RG_CACHE``, default ``~/.cache/gymflow/reasoning_gy
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import string
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -37,8 +43,11 @@ from environments.reasoning_gym.answer import answer_text, extract_answer
 from gymflow.failures import FailureKind, GymflowError
 from gymflow.sessions import RequestError
 
-CHECK_VERSION = 1
+CHECK_VERSION = 2
 """Bump when the checks change: cached results of older checks are then ignored."""
+GARBAGE_CEILING = 0.5
+"""The most a garbage answer may score. Not merely below 1.0: knights_knaves gives 0.65 to its
+own question echoed back, rotate_matrix 0.53, a reward a policy would learn to farm."""
 CHECKS = ("generates", "has_answers", "reproducible", "gold_scores_one", "rejects_garbage")
 SHIPPED = Path(__file__).resolve().parent / "families_checked.json"
 
@@ -97,6 +106,50 @@ def entry(family: str, config: dict, seed: int, size: int, index: int) -> dict:
     return _entry(family, json.dumps(config, sort_keys=True), seed, size, index)
 
 
+def fingerprints(family: str, config: dict, seed: int, entries: int) -> list[str]:
+    """A hash of each entry's (question, answer), to compare entries across processes."""
+    ds = dataset(family, config, seed, entries)
+    blobs = (json.dumps([ds[i]["question"], ds[i]["answer"]]) for i in range(entries))
+    return [hashlib.sha256(b.encode()).hexdigest()[:16] for b in blobs]
+
+
+def fingerprints_elsewhere(
+    families: list[str], config: dict, seed: int, entries: int, timeout_s: float = 600
+) -> dict[str, list[str] | str]:
+    """``fingerprints`` of each family computed in a fresh interpreter with another hash seed.
+
+    The verifier regenerates entries in its worker processes; a family whose generator
+    iterates over sets of strings (knight_swap) makes different entries there, because string
+    hashes are salted per process. A family that fails there maps to its error text.
+    """
+    code = (
+        "import json, sys\n"
+        "from environments.reasoning_gym.selfcheck import fingerprints\n"
+        "families, config, seed, entries, out_path = json.loads(sys.argv[1])\n"
+        "out = {}\n"
+        "for f in families:\n"
+        "    try:\n"
+        "        out[f] = fingerprints(f, config, seed, entries)\n"
+        "    except Exception as exc:\n"
+        "        out[f] = f'{type(exc).__name__}: {exc}'[:200]\n"
+        "open(out_path, 'w').write(json.dumps(out))\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": root}
+    with tempfile.TemporaryDirectory() as tmp:  # a file, not stdout: some generators print
+        out_path = os.path.join(tmp, "fingerprints.json")
+        args = json.dumps([families, config, seed, entries, out_path])
+        subprocess.run(
+            [sys.executable, "-c", code, args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=timeout_s,
+            check=True,
+        )
+        return json.loads(Path(out_path).read_text())
+
+
 def garbage_answers(entry: dict, rng: random.Random) -> dict[str, str]:
     alphabet = string.ascii_letters + string.digits + " ,.()[]-+*/=\n"
     garbage = {
@@ -117,8 +170,18 @@ def is_zero_answer(answer: str) -> bool:
         return False
 
 
-def self_check(family: str, config: dict, seed: int = 1234, entries: int = 8) -> CheckResult:
-    """Run the checks on ``entries`` entries; the result says which check failed first."""
+def self_check(
+    family: str,
+    config: dict,
+    seed: int = 1234,
+    entries: int = 16,
+    elsewhere: list[str] | str | None = None,
+) -> CheckResult:
+    """Run the checks on ``entries`` entries; the result says which check failed first.
+
+    ``elsewhere``: the family's ``fingerprints`` from another process, when the caller computed
+    them for many families at once; by default one subprocess is started for this family.
+    """
     import reasoning_gym  # imported before the clock starts: seconds measure the family only
 
     started = time.monotonic()
@@ -138,14 +201,22 @@ def self_check(family: str, config: dict, seed: int = 1234, entries: int = 8) ->
         answer = entry.get("answer")
         if not isinstance(answer, str) or not answer.strip():
             return result("has_answers", f"entry {i} has answer {answer!r}")
-    try:
+    try:  # another instance, read backwards, and this one again: order must not matter
         again = reasoning_gym.create_dataset(family, seed=seed, size=entries, **config)
-        for i, entry in enumerate(rows):
-            other = again[i]
-            if (other["question"], other["answer"]) != (entry["question"], entry["answer"]):
-                return result("reproducible", f"entry {i} differs when generated again")
+        for i in reversed(range(entries)):
+            for other in (again[i], ds[i]):
+                if (other["question"], other["answer"]) != (rows[i]["question"], rows[i]["answer"]):
+                    return result("reproducible", f"entry {i} differs when generated again")
+        if elsewhere is None:
+            elsewhere = fingerprints_elsewhere([family], config, seed, entries)[family]
     except Exception as exc:
         return result("reproducible", f"{type(exc).__name__}: {str(exc)[:200]}")
+    if isinstance(elsewhere, str):
+        return result("reproducible", f"fails in another process: {elsewhere}")
+    here = fingerprints(family, config, seed, entries)
+    differ = [i for i, (a, b) in enumerate(zip(here, elsewhere, strict=True)) if a != b]
+    if differ:
+        return result("reproducible", f"entries {differ[:5]} differ in another process (hash seed)")
     rng = random.Random(f"{family}-{seed}")
     for i, entry in enumerate(rows):
         extracted = extract_answer(answer_text(entry["answer"]))
@@ -160,8 +231,8 @@ def self_check(family: str, config: dict, seed: int = 1234, entries: int = 8) ->
                 score = ds.score_answer(text, entry)
             except Exception as exc:
                 return result("rejects_garbage", f"entry {i}: scorer raised {exc!r:.120} on {name}")
-            if not score < 1.0:
-                return result("rejects_garbage", f"entry {i}: {name} answer scores {score}")
+            if not score <= GARBAGE_CEILING:
+                return result("rejects_garbage", f"entry {i}: {name} answer scores {score:.3g}")
     return result(None)
 
 
@@ -182,13 +253,19 @@ def _read(path: Path) -> dict:
         return {}  # no cache yet, or a torn one: the check is run again
 
 
-def cached_self_check(family: str, config: dict, seed: int = 1234, entries: int = 8) -> CheckResult:
+def cached_self_check(
+    family: str,
+    config: dict,
+    seed: int = 1234,
+    entries: int = 16,
+    elsewhere: list[str] | str | None = None,
+) -> CheckResult:
     """``self_check`` through the shipped table and the user cache (then stored there)."""
     key = _key(family, config, seed, entries)
     for path in (SHIPPED, _cache_file()):
         if key in (known := _read(path)):
             return CheckResult(**known[key])
-    found = self_check(family, config, seed, entries)
+    found = self_check(family, config, seed, entries, elsewhere)
     path = _cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     known = {**_read(path), key: asdict(found)}
@@ -198,7 +275,7 @@ def cached_self_check(family: str, config: dict, seed: int = 1234, entries: int 
     return found
 
 
-def require_trusted(family: str, config: dict, seed: int = 1234, entries: int = 8) -> None:
+def require_trusted(family: str, config: dict, seed: int = 1234, entries: int = 16) -> None:
     """Raise :class:`ScorerRefused` naming the family and the failed check unless it passed."""
     found = cached_self_check(family, config, seed, entries)
     if not found.passed:

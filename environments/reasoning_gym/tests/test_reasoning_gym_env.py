@@ -90,7 +90,12 @@ for _name, _cls in [
 
 
 def toy_env(name: str = "toy_ok") -> ReasoningGymServer:
-    return ReasoningGymServer(RGSettings(families=[Family(name=name)], dataset_size=50))
+    """An environment over a toy family, its self-check cached with in-process fingerprints
+    (another interpreter does not have the toys registered)."""
+    settings = RGSettings(families=[Family(name=name)], dataset_size=50)
+    here = sc.fingerprints(name, {}, settings.check_seed, settings.check_entries)
+    sc.cached_self_check(name, {}, settings.check_seed, settings.check_entries, here)
+    return ReasoningGymServer(settings)
 
 
 def answered(task, text: str) -> list[dict]:
@@ -119,23 +124,47 @@ def test_extraction_agrees_with_reasoning_gym(text):
 # --- the self-check ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "family, failed",
-    [
-        ("leg_counting", None),
-        ("game_of_life_halting", "rejects_garbage"),  # any non-empty string scores 1.0
-        ("coin_flip", "rejects_garbage"),  # "0" scores 1.0 against 0.996
-        ("boxnet", "has_answers"),
-        ("composite", "generates"),  # needs a list of datasets
-        ("toy_ok", None),
-        ("toy_rewards_anything", "rejects_garbage"),
-        ("toy_no_answers", "has_answers"),
-        ("toy_unseeded", "reproducible"),
-    ],
-)
-def test_self_check_on_real_and_toy_families(family, failed):
-    found = sc.self_check(family, {}, seed=1234, entries=4)
+REAL_FAMILIES = {
+    "leg_counting": None,
+    "game_of_life_halting": "rejects_garbage",  # any non-empty string scores 1.0
+    "coin_flip": "rejects_garbage",  # "0" scores 1.0 against 0.996
+    "boxnet": "has_answers",
+    "composite": "generates",  # needs a list of datasets
+    "knight_swap": "reproducible",  # entries change with the string-hash seed
+}
+TOY_FAMILIES = {
+    "toy_ok": None,
+    "toy_rewards_anything": "rejects_garbage",
+    "toy_no_answers": "has_answers",
+    "toy_unseeded": "reproducible",
+}
+
+
+@pytest.fixture(scope="module")
+def elsewhere() -> dict:
+    """Fingerprints of the real families from one other interpreter (the toys exist only here)."""
+    return sc.fingerprints_elsewhere(list(REAL_FAMILIES), {}, 1234, 4)
+
+
+@pytest.mark.parametrize("family, failed", list(REAL_FAMILIES.items()))
+def test_self_check_on_real_families(family, failed, elsewhere):
+    found = sc.self_check(family, {}, seed=1234, entries=4, elsewhere=elsewhere[family])
     assert (found.passed, found.failed_check) == (failed is None, failed), found.detail
+
+
+@pytest.mark.parametrize("family, failed", list(TOY_FAMILIES.items()))
+def test_self_check_on_toy_families(family, failed):
+    try:
+        here = sc.fingerprints(family, {}, 1234, 4)
+    except Exception as exc:  # a family that cannot generate: the check must say so too
+        here = str(exc)
+    found = sc.self_check(family, {}, seed=1234, entries=4, elsewhere=here)
+    assert (found.passed, found.failed_check) == (failed is None, failed), found.detail
+
+
+def test_a_family_unknown_to_another_process_is_not_reproducible():
+    found = sc.self_check("toy_ok", {}, seed=1234, entries=2)  # the subprocess has no toys
+    assert found.failed_check == "reproducible" and "another process" in found.detail
 
 
 def test_a_zero_gold_answer_is_not_garbage():
@@ -149,24 +178,25 @@ def test_the_shipped_table_covers_every_family_at_this_version():
     measured = {r["family"]: r for r in table.values() if r["rg_version"] == sc.rg_version()}
     real = {name for name in DATASETS if not name.startswith("toy_")}
     assert set(measured) == real and len(real) >= 100
-    assert not measured["game_of_life_halting"]["passed"]
+    for family in ("game_of_life_halting", "coin_flip", "knight_swap", "knights_knaves"):
+        assert not measured[family]["passed"], family
     assert all(measured[f.name]["passed"] for f in DEFAULT_FAMILIES)
 
 
 def test_results_are_cached_and_a_failed_family_is_refused_by_name(monkeypatch):
-    found = sc.cached_self_check("toy_rewards_anything", {}, 1234, 4)
-    assert not found.passed
+    found = sc.cached_self_check("game_of_life_halting", {}, 99, 2)  # not in the shipped table
+    assert (found.passed, found.failed_check) == (False, "rejects_garbage")
 
     def must_not_run(*args):
         raise AssertionError("the cached result should have been used")
 
     monkeypatch.setattr(sc, "self_check", must_not_run)
-    assert sc.cached_self_check("toy_rewards_anything", {}, 1234, 4) == found
-    with pytest.raises(GymflowError, match="'toy_rewards_anything'.*'rejects_garbage'") as raised:
-        sc.require_trusted("toy_rewards_anything", {}, 1234, 4)
+    assert sc.cached_self_check("game_of_life_halting", {}, 99, 2) == found
+    with pytest.raises(GymflowError, match="'game_of_life_halting'.*'rejects_garbage'") as raised:
+        sc.require_trusted("game_of_life_halting", {}, 99, 2)
     assert raised.value.kind is FailureKind.SCORER_REFUSED
     # the shipped table answers for real families without running anything
-    assert sc.cached_self_check("leg_counting", {}, 1234, 8).passed
+    assert sc.cached_self_check("leg_counting", {}, 1234, 16).passed
 
 
 def test_a_mix_with_a_refused_family_is_not_generated():
