@@ -119,8 +119,13 @@ def env_check(name: str, n: int = typer.Option(200, help="Generated tasks to che
     """Every gold episode scores 1.0 and every adversarial probe scores at most its ceiling."""
     from gymflow.env_check import check_environment
     from gymflow.env_registry import get_env
+    from gymflow.failures import GymflowError
 
-    golds, probes, problems = check_environment(get_env(name), n)
+    try:
+        golds, probes, problems = check_environment(get_env(name), n)
+    except GymflowError as exc:  # e.g. a judge environment with no judge configured
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"{name}: {golds} gold episodes, {probes} probes, {len(problems)} problems")
     for line in problems[:20]:
         typer.echo(f"  {line}")
