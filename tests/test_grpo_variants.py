@@ -37,13 +37,18 @@ class GradedCounter(CounterServer):
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory):
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 64-wide model gains nothing from 2 threads on a shared CPU
     env = GradedCounter()
     cfg = TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=192, corpus_size=800)
     base = ensure_tiny_model(
         tmp_path_factory.mktemp("cache"), "counter", lambda: tokenizer_corpus(env, 800, 5), cfg
     )
     pool = build_tasks(env, 64, seed=3, heldout_frac=0.0, val_frac=0.0)
-    return env, build_app(env), pool, base
+    yield env, build_app(env), pool, base
+    torch.set_num_threads(threads)
 
 
 def _settings(**kw) -> GRPOSettings:
