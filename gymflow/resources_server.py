@@ -204,6 +204,8 @@ def build_app(
             args["session"] = session.state
         try:
             output = spec.fn(**args)
+            if inspect.isawaitable(output):  # an async tool (I/O-bound: waits without blocking)
+                output = await output
         except Exception as exc:  # a tool's own failure is an observation for the model
             return _json(_tool_error(FailureKind.TOOL_ERROR, f"{type(exc).__name__}: {exc}"))
         return _json({"output": output, "error": None})

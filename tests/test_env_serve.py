@@ -294,3 +294,51 @@ def test_binding_beyond_loopback_without_a_token_warns():
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+# --- async tools ------------------------------------------------------------------------------------
+
+
+async def fetch_page(session: dict, url: str) -> dict:
+    """Fetch a page (an I/O-bound tool: it waits without blocking other sessions).
+
+    Args:
+        url: Address of the page.
+    """
+    await asyncio.sleep(0.01)
+    if not url.startswith("http"):
+        raise ValueError("not a URL")
+    session["fetched"].append(url)
+    return {"url": url, "fetched": len(session["fetched"])}
+
+
+class AsyncToolEnv(ToolCallServer):
+    name = "async_tools"
+
+    def tools(self):
+        return [fetch_page]
+
+    def new_state(self, task) -> dict:
+        return {"fetched": []}
+
+
+def test_async_tools_are_awaited_and_their_errors_are_observations():
+    env = AsyncToolEnv()
+    task = TASKS[0].model_copy(update={"env": "async_tools"})
+
+    async def main():
+        async with EnvClient(app=build_app(env)) as client:
+            sids = [await client.seed_session(task) for _ in range(3)]
+            outs = await asyncio.gather(
+                *(
+                    client.call_tool(s, "fetch_page", {"url": f"http://x/{i}"})
+                    for i, s in enumerate(sids)
+                )
+            )
+            assert [o["output"] for o in outs] == [
+                {"url": f"http://x/{i}", "fetched": 1} for i in range(3)
+            ]
+            bad = await client.call_tool(sids[0], "fetch_page", {"url": "nope"})
+            assert bad["error"]["kind"] == "tool_error" and "not a URL" in bad["error"]["message"]
+
+    asyncio.run(main())
