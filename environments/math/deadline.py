@@ -55,7 +55,11 @@ def call_with_cpu_limit(fn: Callable[[], T], cpu_s: float) -> T:
 
     def watch() -> None:
         while not finished.wait(POLL_S):
-            if clock() - start > cpu_s:
+            try:
+                spent = clock() - start
+            except OSError:  # the thread ended between the wait and the read: nothing to stop
+                return
+            if spent > cpu_s:
                 with lock:
                     if armed[0]:
                         armed[0] = False
