@@ -125,31 +125,40 @@ def rollouts_per_s(client_factory, n: int, concurrency: int) -> float:
 
 
 def session_memory_mb(n: int = 10_000) -> tuple[float, float]:
+    """Heap held by ``n`` live sessions, and what stays after closing them (server side only:
+    each phase runs in its own event loop, so the client's finished tasks are gone)."""
     import gc
 
     env = get_env("counter")
     tasks = build_tasks(env, 200, seed=9, heldout_frac=0.0, val_frac=0.0)
+    app = build_app(env)
 
-    async def go() -> tuple[float, float]:
-        async with EnvClient(app=build_app(env)) as client:
-            gc.collect()
-            base = tracemalloc.get_traced_memory()[0]
-            sids = await asyncio.gather(
+    async def seed() -> list[str]:
+        async with EnvClient(app=app) as client:
+            return await asyncio.gather(
                 *(client.seed_session(tasks[i % len(tasks)]) for i in range(n))
             )
-            gc.collect()
-            live = tracemalloc.get_traced_memory()[0]
+
+    async def close(sids: list[str]) -> None:
+        async with EnvClient(app=app) as client:
             await asyncio.gather(*(client.close_session(s) for s in sids))
-            del sids
-            gc.collect()
-            after = tracemalloc.get_traced_memory()[0]
-            return (live - base) / 2**20, (after - base) / 2**20
+
+    def heap() -> int:
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
 
     tracemalloc.start()
     try:
-        return asyncio.run(go())
+        asyncio.run(close([asyncio.run(seed())[0]]))  # warm up: first-use caches
+        base = heap()
+        sids = asyncio.run(seed())
+        live = heap() - sys.getsizeof(sids) - sum(map(sys.getsizeof, sids))  # ids we hold
+        asyncio.run(close(sids))
+        del sids
+        after = heap()
     finally:
         tracemalloc.stop()
+    return (live - base) / 2**20, (after - base) / 2**20
 
 
 def import_time() -> float:
