@@ -9,15 +9,10 @@ so the file shows a zero and a partial reward as well.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from environments.games.server import GamesServer
-from gymflow.agent_loop import Episode, Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.nemo_gym import rollout_row
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
+from gymflow.examples import play, rollout_rows
 from gymflow.task_record import Task
 from gymflow.task_set import build_tasks
 from gymflow.verify_file import write_jsonl_atomic
@@ -42,26 +37,6 @@ def example_tasks(env: GamesServer) -> list[Task]:
     return [found[k] for k in wanted]
 
 
-def play(env: GamesServer, scripts: list[tuple[Task, list[str]]]) -> list[Episode]:
-    app = build_app(env)
-
-    async def go() -> list[Episode]:
-        episodes: list[Episode] = []
-        async with EnvClient(app=app) as client:
-            for task, turns in scripts:
-                episodes += await run_episodes(
-                    client,
-                    env,
-                    ScriptedPolicy.replay(turns),
-                    [task],
-                    Sampling(max_completion_tokens=1 << 20),
-                    [0],
-                )
-        return episodes
-
-    return asyncio.run(go())
-
-
 def main() -> None:
     env = GamesServer()
     tasks = example_tasks(env)
@@ -74,7 +49,7 @@ def main() -> None:
     scripts += [(nim_task, [claims.text]), (sudoku_task, [short.text])]
     episodes = play(env, scripts)
     models = ["scripted-gold"] * len(tasks) + [f"scripted-probe-{p.name}" for p in (claims, short)]
-    rows = [rollout_row(ep, env, model) for ep, model in zip(episodes, models, strict=True)]
+    rows = rollout_rows(env, episodes, models)
     write_jsonl_atomic(EXAMPLES / "rollouts.jsonl", rows)
     print(f"{len(tasks)} tasks, {len(rows)} rollouts -> {EXAMPLES}")
 
