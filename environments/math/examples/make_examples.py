@@ -12,17 +12,13 @@ box, no answer at all, a tower of powers the checker refuses), as NeMo Gym rollo
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 from environments.math import MathServer
 from environments.math.loaders import source_tasks
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
+from gymflow.examples import play
 from gymflow.nemo_gym import rollout_row
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
 from gymflow.task_record import Task
 from gymflow.task_set import build_tasks
 
@@ -47,21 +43,7 @@ def main() -> None:
         probe = next(p for p in env.probes(tasks[index]) if p.name == probe_name)
         scripts.append((tasks[index], [probe.text]))
 
-    async def go() -> list:
-        episodes = []
-        async with EnvClient(app=build_app(env)) as client:
-            for task, turns in scripts:
-                episodes += await run_episodes(
-                    client,
-                    env,
-                    ScriptedPolicy.replay(turns),
-                    [task],
-                    Sampling(max_completion_tokens=1 << 20),
-                    [0],
-                )
-        return episodes
-
-    episodes = asyncio.run(go())
+    episodes = play(env, scripts)
     with (HERE / "tasks.jsonl").open("w", encoding="utf-8") as fh:
         for task in tasks:
             fh.write(json.dumps(task.model_dump(exclude={"tools"}), ensure_ascii=False) + "\n")
