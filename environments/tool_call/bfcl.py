@@ -45,6 +45,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from environments.tool_call.verifier import assistant_outputs, format_failure
 from gymflow.failures import FailureKind
 from gymflow.scoring import Score
 
@@ -263,26 +264,20 @@ def _mixed_spelling(docs: dict, calls: list[tuple[str, dict]]) -> bool:
 
 def score(case: dict, items: list[dict]) -> Score:
     """Score the assistant's output ``items`` (Responses-style) on one imported BFCL task."""
-    outputs = [
-        it
-        for it in items
-        if it.get("type") == "function_call"
-        or (it.get("type") == "message" and it.get("role") == "assistant")
-    ]
-    malformed = [it for it in outputs if it.get("type") == "message" and it.get("parse_error")]
-    if malformed:
-        return _format_failure(FailureKind.INVALID_JSON, malformed[0]["parse_error"])
+    outputs, failure = assistant_outputs(items)
+    if failure:
+        return failure
     calls = []
     for it in (it for it in outputs if it.get("type") == "function_call"):
         try:
             arguments = json.loads(it.get("arguments", ""))
         except (ValueError, TypeError, RecursionError) as exc:
-            return _format_failure(FailureKind.INVALID_JSON, f"arguments are not JSON: {exc}")
+            return format_failure(FailureKind.INVALID_JSON, f"arguments are not JSON: {exc}")
         if not isinstance(arguments, dict) or not isinstance(it.get("name"), str):
-            return _format_failure(FailureKind.INVALID_JSON, "arguments must be a JSON object")
+            return format_failure(FailureKind.INVALID_JSON, "arguments must be a JSON object")
         calls.append((it["name"], arguments))
     if calls and len(outputs) > len(calls):
-        return _format_failure(FailureKind.MULTIPLE_CALLS, "text beside the tool calls")
+        return format_failure(FailureKind.MULTIPLE_CALLS, "text beside the tool calls")
     if case["category"] in IRRELEVANCE:
         if calls:
             names = ", ".join(name for name, _ in calls)
@@ -291,10 +286,10 @@ def score(case: dict, items: list[dict]) -> Score:
             )
         return _graded(1.0, 1.0, None, "")
     if not calls:
-        return _format_failure(FailureKind.NO_TOOL_CALL, "the answer holds no tool call")
+        return format_failure(FailureKind.NO_TOOL_CALL, "the answer holds no tool call")
     parallel = "parallel" in case["category"]
     if len(calls) > 1 and not parallel:
-        return _format_failure(FailureKind.MULTIPLE_CALLS, f"{len(calls)} calls, expected one")
+        return format_failure(FailureKind.MULTIPLE_CALLS, f"{len(calls)} calls, expected one")
     return _grade_calls(case, calls)
 
 
@@ -329,8 +324,3 @@ def _graded(tool: float, args: float, kind: FailureKind | None, detail: str) -> 
     return Score(
         reward=reward, success=kind is None, failure_kind=kind, components=comps, detail=detail
     )
-
-
-def _format_failure(kind: FailureKind, detail: str) -> Score:
-    comps = {"format": 0.0, "tool": 0.0, "args": 0.0, "safe": 0.0}
-    return Score(reward=-1.0, success=False, failure_kind=kind, components=comps, detail=detail)

@@ -28,29 +28,23 @@ W_TOOL, W_ARGS, W_SAFE = 0.4, 0.4, 0.2
 
 def score(ground_truth: dict, items: list[dict]) -> Score:
     """Score the assistant's output in ``items`` (Responses-style) against ``ground_truth``."""
-    outputs = [
-        it
-        for it in items
-        if it.get("type") == "function_call"
-        or (it.get("type") == "message" and it.get("role") == "assistant")
-    ]
-    malformed = [it for it in outputs if it.get("type") == "message" and it.get("parse_error")]
-    if malformed:
-        return _format_failure(FailureKind.INVALID_JSON, malformed[0]["parse_error"])
+    outputs, failure = assistant_outputs(items)
+    if failure:
+        return failure
     calls = [it for it in outputs if it.get("type") == "function_call"]
     if not calls:
-        return _format_failure(FailureKind.NO_TOOL_CALL, "the answer holds no tool call")
+        return format_failure(FailureKind.NO_TOOL_CALL, "the answer holds no tool call")
     if len(calls) > 1 or len(outputs) > 1:
-        return _format_failure(
+        return format_failure(
             FailureKind.MULTIPLE_CALLS, f"{len(outputs)} outputs, expected one call"
         )
     call = calls[0]
     try:
         arguments = json.loads(call.get("arguments", ""))
     except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        return _format_failure(FailureKind.INVALID_JSON, f"arguments are not JSON: {exc}")
+        return format_failure(FailureKind.INVALID_JSON, f"arguments are not JSON: {exc}")
     if not isinstance(arguments, dict) or not isinstance(call.get("name"), str):
-        return _format_failure(FailureKind.INVALID_JSON, "arguments must be a JSON object")
+        return format_failure(FailureKind.INVALID_JSON, "arguments must be a JSON object")
     return grade_call(ground_truth, call["name"], arguments)
 
 
@@ -101,6 +95,20 @@ def _graded(comps: dict[str, float], kind: FailureKind | None, detail: str) -> S
     )
 
 
-def _format_failure(kind: FailureKind, detail: str) -> Score:
+def assistant_outputs(items: list[dict]) -> tuple[list[dict], Score | None]:
+    """The assistant's calls and messages, or an ``invalid_json`` score if one failed to parse."""
+    outputs = [
+        it
+        for it in items
+        if it.get("type") == "function_call"
+        or (it.get("type") == "message" and it.get("role") == "assistant")
+    ]
+    malformed = [it for it in outputs if it.get("type") == "message" and it.get("parse_error")]
+    if malformed:
+        return outputs, format_failure(FailureKind.INVALID_JSON, malformed[0]["parse_error"])
+    return outputs, None
+
+
+def format_failure(kind: FailureKind, detail: str) -> Score:
     comps = {"format": 0.0, "tool": 0.0, "args": 0.0, "safe": 0.0}
     return Score(reward=-1.0, success=False, failure_kind=kind, components=comps, detail=detail)
