@@ -6,6 +6,7 @@ import time
 
 from prefect import flow
 
+from gymflow import twin_clock
 from gymflow.config import LifecycleConfig
 from gymflow.run_context import RunContext
 from gymflow.summary import build_summary, write_summary
@@ -29,12 +30,21 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     start = current
     if baseline["needs_sft"]:
         stages["sft"] = start = sft_stage(run, config, data, current)
-    stages["grpo"] = candidate = grpo_stage(run, config, data, start)
     control = None
-    if config.sft_control and "sft" in stages:
-        stages["sft_control"] = control = sft_control_stage(
-            run, config, data, start, candidate["wall_s"]
-        )
+    if config.sft_control and "sft" in stages and config.control_beside_grpo:
+        import torch
+
+        threads = max(1, torch.get_num_threads() // 2)
+        twin_clock.forget_failure(run.dir / "grpo")
+        beside = sft_control_stage.submit(run, config, data, start, None, threads)
+        stages["grpo"] = candidate = grpo_stage(run, config, data, start, threads)
+        stages["sft_control"] = control = beside.result()
+    else:
+        stages["grpo"] = candidate = grpo_stage(run, config, data, start)
+        if config.sft_control and "sft" in stages:
+            stages["sft_control"] = control = sft_control_stage(
+                run, config, data, start, candidate["train_wall_s"]
+            )
     stages["heldout_gate"] = gate = heldout_gate(run, config, data, start, candidate, control)
     stages["promote"] = registry = promote(
         run, config, candidate, {**gate["gate"], "delta_success": gate["delta_success"]}

@@ -53,6 +53,11 @@ class LifecycleConfig(BaseModel):
     sft_control: bool = Field(
         True, description="Also spend GRPO's wall time on more SFT and report it."
     )
+    control_beside_grpo: bool = Field(
+        True,
+        description="Run the SFT control at the same time as GRPO (a spawned process; each "
+        "gets half the CPU threads) instead of after it: the pair costs one GRPO wall time.",
+    )
     gate: GateSettings = Field(default_factory=GateSettings)
     seed: int = Field(0, description="Seed for demo selection, training and sampling.")
 

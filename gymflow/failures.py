@@ -53,6 +53,8 @@ class FailureKind(StrEnum):
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
     INJECTED_FAILURE = "injected_failure"
+    STAGE_ABANDONED = "stage_abandoned"
+    """A stage running beside another stopped because that one failed (the SFT control)."""
     # answers graded against a reference (environments/judge, environments/reasoning_gym)
     NO_ANSWER = "no_answer"
     """The reply holds no answer to grade (empty, or not in the answer format asked for)."""

@@ -53,11 +53,13 @@ def run_sft(
     evaluate: Callable[[object, object], float] | None = None,
     time_budget_s: float | None = None,
     log_to_mlflow: bool = True,
+    should_stop: Callable[[float], bool] | None = None,
 ) -> dict:
     """Train on ``demos`` (``{"prompt": str, "completion": str}``); returns the best checkpoint.
 
     ``evaluate(model, tokenizer) -> sampled success`` picks the checkpoint; without it the last
-    step is kept. Returns ``{"path", "steps", "wall_s", "history": [{"step", "sampled_success"}]}``.
+    step is kept. ``should_stop(elapsed_s)`` is asked after every step (the control's
+    :class:`~gymflow.twin_clock.TwinClock`); it may raise to abandon the run. Returns ``{"path", "steps", "wall_s", "history": [{"step", "sampled_success"}]}``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -90,7 +92,10 @@ def run_sft(
                     _save(model, tokenizer, best_dir)
                 if score >= settings.target_sampled_success:
                     control.should_training_stop = True
-            if time_budget_s is not None and time.time() - started > time_budget_s:
+            elapsed = time.time() - started
+            if time_budget_s is not None and elapsed > time_budget_s:
+                control.should_training_stop = True
+            if should_stop is not None and should_stop(elapsed):
                 control.should_training_stop = True
             return control
 

@@ -40,7 +40,15 @@ def build_summary(
         },
         "grpo": {
             k: stages["grpo"].get(k)
-            for k in ("steps", "wall_s", "resumed_from", "dynamic_sampling", "pool")
+            for k in (
+                "steps",
+                "wall_s",
+                "train_wall_s",
+                "threads",
+                "resumed_from",
+                "dynamic_sampling",
+                "pool",
+            )
         },
     }
     if "sft" in stages:
@@ -51,6 +59,7 @@ def build_summary(
             "steps": stages["sft_control"]["steps"],
             "wall_s": stages["sft_control"]["wall_s"],
             "budget_s": stages["sft_control"]["budget_s"],
+            "beside_grpo": stages["sft_control"].get("beside_grpo", False),
             **({"heldout": rates(ctrl["summary"])} if ctrl else {}),
             "grpo_minus_control": ctrl.get("grpo_minus_control"),
             "ci95": ctrl.get("ci95"),

@@ -3,16 +3,20 @@
 Demonstrations are the first ``cfg.demos`` train tasks (seeded shuffle) with their gold
 answers; GRPO's pool is every other train task and sees only the verifier, never a gold answer.
 ``sft_control`` spends GRPO's measured wall time on more SFT over the same demonstrations, so
-the gain of RL is measured against the cheap alternative too.
+the gain of RL is measured against the cheap alternative too; with ``control_beside_grpo`` it
+runs at the same time as GRPO in a spawned process, one CPU thread each
+(:mod:`gymflow.twin_clock`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 from pathlib import Path
 
 from prefect import task
 
+from gymflow import twin_clock
 from gymflow.config import LifecycleConfig
 from gymflow.env_registry import get_env
 from gymflow.evaluation import evaluate_policy
@@ -33,7 +37,14 @@ def split_train(cfg: LifecycleConfig, data: dict):
 
 
 def _sft(
-    run: RunContext, cfg: LifecycleConfig, data: dict, start: str, out: Path, budget_s: float | None
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: dict,
+    start: str,
+    out: Path,
+    budget_s: float | None,
+    should_stop=None,
+    log_to_mlflow: bool = True,
 ) -> dict:
     from transformers import AutoTokenizer
 
@@ -52,10 +63,12 @@ def _sft(
 
     # The control trains for a wall-time budget, not up to the GRPO start's target.
     control = {"max_steps": 100_000, "target_sampled_success": 1.01}
-    settings = cfg.sft if budget_s is None else cfg.sft.model_copy(update=control)
+    is_control = budget_s is not None or should_stop is not None
+    settings = cfg.sft.model_copy(update=control) if is_control else cfg.sft
     return run_sft(
-        Path(start), out, demos, settings, evaluate=sampled_success, time_budget_s=budget_s
-    )
+        Path(start), out, demos, settings, evaluate=sampled_success, time_budget_s=budget_s,
+        log_to_mlflow=log_to_mlflow, should_stop=should_stop,
+    )  # fmt: skip
 
 
 @task(name="sft", **STAGE_OPTIONS)
@@ -66,10 +79,16 @@ def sft_stage(run: RunContext, cfg: LifecycleConfig, data: dict, policy: dict) -
 
 
 @task(name="grpo", **STAGE_OPTIONS)
-def grpo_stage(run: RunContext, cfg: LifecycleConfig, data: dict, start: dict) -> dict:
+def grpo_stage(
+    run: RunContext, cfg: LifecycleConfig, data: dict, start: dict, threads: int | None = None
+) -> dict:
+    """GRPO from ``start``; ``threads`` caps torch's CPU threads (the control runs beside it)."""
     import mlflow
+    import torch
 
-    with stage(run, "grpo") as info:
+    folder = run.dir / "grpo"
+    threads_used = threads or torch.get_num_threads()
+    with twin_clock.grpo_markers(folder), stage(run, "grpo") as info, _torch_threads(threads):
         env = get_env(cfg.env)
         _, pool = split_train(cfg, data)
         rollout_dir = run.dir / "rollouts"
@@ -91,7 +110,8 @@ def grpo_stage(run: RunContext, cfg: LifecycleConfig, data: dict, start: dict) -
             )
 
         source = RolloutSource(env, build_app(env), pool, cfg.grpo, store)
-        result = run_grpo(Path(start["path"]), run.dir / "grpo", source, cfg.grpo)
+        result = run_grpo(Path(start["path"]), folder, source, cfg.grpo)
+        twin_clock.mark_finished(folder, result["wall_s"], threads_used, cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}
         )
@@ -100,6 +120,8 @@ def grpo_stage(run: RunContext, cfg: LifecycleConfig, data: dict, start: dict) -
         result.pop("log_history")
     return {
         **result,
+        "threads": threads_used,
+        "train_wall_s": result["wall_s"],  # the trainer's own; "wall_s" below is the stage's
         "rollout_dir": str(rollout_dir),
         "pool": len(pool),
         "start": start["path"],
@@ -109,9 +131,70 @@ def grpo_stage(run: RunContext, cfg: LifecycleConfig, data: dict, start: dict) -
 
 @task(name="sft_control", **STAGE_OPTIONS)
 def sft_control_stage(
-    run: RunContext, cfg: LifecycleConfig, data: dict, start: dict, budget_s: float
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: dict,
+    start: dict,
+    budget_s: float | None,
+    threads: int = 1,
 ) -> dict:
-    """More SFT from GRPO's start, on the same demonstrations, for GRPO's wall time."""
+    """More SFT from GRPO's start, on the same demonstrations, for GRPO's wall time.
+
+    ``budget_s=None``: beside GRPO, in a spawned process with ``threads`` torch threads (as
+    many as GRPO gets), training until its own wall time reaches the one GRPO reports.
+    """
     with stage(run, "sft_control") as info:
-        result = _sft(run, cfg, data, start["path"], run.dir / "sft_control", budget_s)
-    return {**result, "budget_s": budget_s, **info}
+        if budget_s is not None:
+            result = _sft(run, cfg, data, start["path"], run.dir / "sft_control", budget_s)
+        else:
+            result = _control_beside_grpo(run, cfg, data, start["path"], threads)
+            budget_s = result.pop("grpo_wall_s")
+            _log_history(result["history"])
+    return {**result, "budget_s": budget_s, "beside_grpo": "grpo_threads" in result, **info}
+
+
+def _control_beside_grpo(
+    run: RunContext, cfg: LifecycleConfig, data: dict, start: str, threads: int
+) -> dict:
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+        child = pool.submit(_control_child, run, cfg, data, start, threads, os.getpid())
+        return child.result()
+
+
+def _control_child(
+    run: RunContext, cfg: LifecycleConfig, data: dict, start: str, threads: int, parent_pid: int
+) -> dict:
+    """In the spawned process: GRPO's thread count, stop at GRPO's wall time (its marker)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    clock = twin_clock.TwinClock(run.dir / "grpo", cfg.digest(), parent_pid)
+    out = run.dir / "sft_control"
+    result = _sft(run, cfg, data, start, out, None, should_stop=clock, log_to_mlflow=False)
+    info = twin_clock.finished(run.dir / "grpo", cfg.digest()) or {}
+    return {**result, "grpo_wall_s": info.get("wall_s"), "grpo_threads": info.get("threads")}
+
+
+def _log_history(history: list[dict]) -> None:
+    import mlflow
+
+    for point in history:
+        mlflow.log_metric("sft/val_sampled_success", point["sampled_success"], step=point["step"])
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None):
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -153,7 +153,12 @@ def test_summary_and_registry_agree_with_gate(finished_run):
     assert held["n"] > 0 and len(held["ci95"]) == 2
     for side in ("baseline", "candidate"):
         assert {"success", "reward", "valid_json"} <= set(held[side])
-    assert summary["sft_control"]["wall_s"] > 0
+    control = summary["sft_control"]
+    assert control["wall_s"] > 0 and control["steps"] > 0
+    # it ran beside GRPO, for GRPO's training wall time, with as many threads
+    assert control["beside_grpo"] is True
+    assert control["budget_s"] == summary["grpo"]["train_wall_s"]
+    assert summary["grpo"]["threads"] >= 1
     reg = summary["registry"]
     version = MlflowClient().get_model_version(reg["model"], reg["version"])
     assert version.tags["gate_passed"] == str(summary["gate"]["passed"])

@@ -1,0 +1,101 @@
+"""The SFT control beside GRPO: it stops at GRPO's wall time, and never outlives a failed GRPO.
+
+Real SFT (TRL's SFTTrainer) on a real tiny model; GRPO's side is played by the marker files
+the GRPO stage writes (`twin_clock.grpo_markers` / `mark_finished`), from another thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from gymflow import twin_clock
+from gymflow.env_registry import get_env
+from gymflow.failures import FailureKind, GymflowError
+from gymflow.sft import SFTSettings, demonstrations, run_sft
+from gymflow.task_set import build_tasks, tokenizer_corpus
+from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+
+SETTINGS = SFTSettings(
+    max_steps=100_000, batch_size=4, eval_every=10**6, warmup_steps=0, target_sampled_success=2
+)
+
+
+@pytest.fixture(scope="module")
+def sft_inputs(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    env = get_env("tool_call")
+    cfg = TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=400)
+    base = ensure_tiny_model(
+        tmp_path_factory.mktemp("cache"), "tool_call", lambda: tokenizer_corpus(env, 400, 5), cfg
+    )
+    tasks = build_tasks(env, 40, seed=3, heldout_frac=0.0, val_frac=0.0)
+    return base, demonstrations(env, AutoTokenizer.from_pretrained(base), tasks)
+
+
+def test_markers_round_trip_and_refuse_another_config(tmp_path):
+    with twin_clock.grpo_markers(tmp_path):
+        assert twin_clock.finished(tmp_path, "cfg-a") is None
+        twin_clock.mark_finished(tmp_path, 12.5, 1, "cfg-a")
+    assert twin_clock.finished(tmp_path, "cfg-a") == {
+        "wall_s": 12.5,
+        "threads": 1,
+        "digest": "cfg-a",
+    }
+    assert twin_clock.finished(tmp_path, "cfg-b") is None  # another configuration's GRPO
+    with twin_clock.grpo_markers(tmp_path):  # a new GRPO attempt forgets the old result
+        assert twin_clock.finished(tmp_path, "cfg-a") is None
+
+
+def test_failed_grpo_leaves_a_marker_that_stops_the_clock(tmp_path):
+    with pytest.raises(ValueError), twin_clock.grpo_markers(tmp_path):
+        raise ValueError("out of memory in step 3")
+    clock = twin_clock.TwinClock(tmp_path, "cfg", os.getppid())
+    with pytest.raises(GymflowError, match="out of memory in step 3") as err:
+        clock(0.0)
+    assert err.value.kind == FailureKind.STAGE_ABANDONED
+    twin_clock.forget_failure(tmp_path)
+    assert clock(0.0) is False  # no marker: keep training
+
+
+def test_clock_stops_when_its_parent_is_gone(tmp_path):
+    clock = twin_clock.TwinClock(tmp_path, "cfg", parent_pid=os.getppid() + 1)
+    with pytest.raises(GymflowError, match="parent process is gone"):
+        clock(0.0)
+
+
+def test_control_trains_until_grpo_reports_its_wall_time(sft_inputs, tmp_path):
+    base, demos = sft_inputs
+    grpo_dir = tmp_path / "grpo"
+    clock = twin_clock.TwinClock(grpo_dir, "cfg", os.getppid())
+
+    def grpo_finishes():  # GRPO's side: it trained 1.5 s, and says so after 1 s
+        time.sleep(1.0)
+        twin_clock.mark_finished(grpo_dir, 1.5, 1, "cfg")
+
+    threading.Thread(target=grpo_finishes).start()
+    result = run_sft(base, tmp_path / "sft", demos, SETTINGS, None, None, False, clock)
+    assert clock.budget_s == 1.5
+    assert result["wall_s"] >= 1.5  # it kept training past the marker until GRPO's wall time
+    assert 1 < result["steps"] < SETTINGS.max_steps  # and then stopped
+
+
+def test_control_is_abandoned_when_grpo_fails_beside_it(sft_inputs, tmp_path):
+    base, demos = sft_inputs
+    grpo_dir = tmp_path / "grpo"
+
+    def grpo_fails():
+        time.sleep(1.0)
+        with pytest.raises(RuntimeError), twin_clock.grpo_markers(grpo_dir):
+            raise RuntimeError("env server died")
+
+    threading.Thread(target=grpo_fails).start()
+    clock = twin_clock.TwinClock(grpo_dir, "cfg", os.getppid())
+    with pytest.raises(GymflowError, match="env server died") as err:
+        run_sft(base, tmp_path / "sft", demos, SETTINGS, None, None, False, clock)
+    assert err.value.kind == FailureKind.STAGE_ABANDONED
+    assert not (tmp_path / "sft" / "best").exists()  # nothing that looks like a finished control
