@@ -1,7 +1,13 @@
 """The agent loop: seed → model turn → tool calls → observations → … → verify → close.
 
-Episodes advance in lock-step turns so that every model turn is one batched generation (token
-backends) or one round of concurrent requests (message backends) across all live episodes.
+Two ways to drive episodes:
+
+* :func:`run_episodes` — lock-step: every live episode takes turn k together, so each model turn
+  is one batched generation (token backends) or one round of concurrent requests (message
+  backends). GRPO and evaluation use it: a batch is a fixed set of episodes.
+* :func:`run_episode` — one episode on its own, its model turns asked of a shared
+  :class:`ModelTurns` that batches the requests of whatever episodes wait for the model at that
+  moment. The rollout engine keeps a sliding window of these, so a slow episode holds nobody.
 
 Token backends (:class:`~gymflow.policy.Policy`) give the token view training needs: prompt
 ids, completion ids (model tokens and, for multi-turn, the tool-output tokens between turns),
@@ -30,7 +36,8 @@ from gymflow.chat_episode import (
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
 from gymflow.failures import FailureKind, GymflowError
-from gymflow.policy import ChatPolicy, ChatRequest, ChatTurn, Policy, is_chat_policy
+from gymflow.model_turns import ModelTurns, chat_request
+from gymflow.policy import ChatPolicy, ChatTurn, Policy, is_chat_policy
 from gymflow.task_record import Task
 from gymflow.trajectory import assistant_items, prompt_items
 
@@ -91,13 +98,7 @@ async def run_episodes(
     prompt_cache: dict[str, list[int]] = {}
     for ep, sid in zip(episodes, session_ids, strict=True):
         ep.session_id = sid
-        ep.items = prompt_items(ep.task.prompt)
-        if chat:
-            ep.messages = [dict(m) for m in ep.task.prompt]
-            continue
-        if ep.task.task_id not in prompt_cache:
-            prompt_cache[ep.task.task_id] = policy.encode_prompt(ep.task.prompt, ep.task.tools)
-        ep.prompt_ids = prompt_cache[ep.task.task_id]
+        _open(ep, policy, prompt_cache)
     try:
         for turn in range(env.max_turns):
             live = [e for e in episodes if not e.done]
@@ -126,11 +127,7 @@ async def run_episodes(
         for ep in to_verify:  # verify closed them: one round trip less per episode
             ep.closed = True
         for ep, score in zip(to_verify, scores, strict=True):
-            if ep.truncated and not score["success"]:
-                # the budget cut the episode: say so, keeping the verifier's own verdict in detail
-                verdict = f"{score['failure_kind']}: {score.get('detail', '')}".rstrip(": ")
-                score = {**score, "failure_kind": str(FailureKind.TRUNCATED), "detail": verdict}
-            ep.score = score
+            _set_score(ep, score)
         for ep in episodes:
             ep.latency_s = time.time() - t0
     finally:
@@ -138,6 +135,39 @@ async def run_episodes(
             *(client.close_session(e.session_id) for e in episodes if e.session_id and not e.closed)
         )
     return episodes
+
+
+async def run_episode(
+    client: EnvClient, env: Environment, turns: ModelTurns, task: Task, seed: int
+) -> Episode:
+    """Run one episode, its model turns batched by ``turns`` with other episodes' turns.
+
+    The same steps and failure handling as :func:`run_episodes` for one task; its session is
+    closed whatever happens. ``latency_s`` is this episode's own, from seed to verdict.
+    """
+    ep = Episode(task=task, seed=seed, started_at=time.time())
+    try:
+        with turns.taking_turns():  # from the start: a batch forming now waits for our turn 0
+            ep.session_id = await client.seed_session(task)
+            _open(ep, turns.policy, turns.prompt_cache)
+            for turn in range(env.max_turns):
+                if ep.done:
+                    break
+                if turns.chat:
+                    reply = await turns.chat_turn(ep, turn)
+                    await _advance_chat(client, env, ep, reply, turn, turns.sampling)
+                else:
+                    gen = await turns.token_turn(ep, turn)
+                    await _advance(client, env, turns.policy, ep, gen, turn, turns.sampling)
+        if not ep.policy_failed:
+            score = await client.verify(ep.session_id, ep.items, close=True)
+            ep.closed = True
+            _set_score(ep, score)
+        ep.latency_s = time.time() - ep.started_at
+    finally:
+        if ep.session_id and not ep.closed:
+            await client.close_session(ep.session_id)
+    return ep
 
 
 def training_batch(episodes: list[Episode]) -> dict:
@@ -170,6 +200,25 @@ def training_batch(episodes: list[Episode]) -> dict:
         "env_mask": [e.env_mask for e in episodes],
         "env_reward": [e.reward for e in episodes],
     }
+
+
+def _open(ep: Episode, policy: Policy | ChatPolicy, prompt_cache: dict[str, list[int]]) -> None:
+    """The episode's starting context: items, and the chat messages or the prompt ids."""
+    ep.items = prompt_items(ep.task.prompt)
+    if is_chat_policy(policy):
+        ep.messages = [dict(m) for m in ep.task.prompt]
+        return
+    if ep.task.task_id not in prompt_cache:
+        prompt_cache[ep.task.task_id] = policy.encode_prompt(ep.task.prompt, ep.task.tools)
+    ep.prompt_ids = prompt_cache[ep.task.task_id]
+
+
+def _set_score(ep: Episode, score: dict) -> None:
+    if ep.truncated and not score["success"]:
+        # the budget cut the episode: say so, keeping the verifier's own verdict in detail
+        verdict = f"{score['failure_kind']}: {score.get('detail', '')}".rstrip(": ")
+        score = {**score, "failure_kind": str(FailureKind.TRUNCATED), "detail": verdict}
+    ep.score = score
 
 
 async def _advance(
@@ -227,13 +276,7 @@ async def _chat_turn(
     turn: int,
     sampling: Sampling,
 ) -> None:
-    temperature = 0.0 if sampling.greedy else sampling.temperature
-    max_tokens = sampling.max_new_tokens
-    requests = [
-        ChatRequest(e.messages, e.task.tools or None, max_tokens, temperature, e.seed + turn)
-        for e in live
-    ]
-    replies = await policy.chat(requests)
+    replies = await policy.chat([chat_request(e, turn, sampling) for e in live])
     await asyncio.gather(
         *(
             _advance_chat(client, env, e, r, turn, sampling)

@@ -1,29 +1,33 @@
 """The rollout engine: G samples per task, many episodes live at once, appended to Parquet.
 
 ``collect_rollouts`` plans every (task, sample) of a collection, skips those already on disk,
-and runs the rest in chunks of ``concurrency`` live episodes through
-:func:`gymflow.agent_loop.run_episodes`, so each model turn is one batched generation across
-the chunk (token backends) or one round of concurrent requests (message backends). Every env
-and policy call has its own timeout and capped retries (:class:`~gymflow.env_client.EnvClient`,
-the openai backend).
+and runs the rest in a sliding window: at most ``concurrency`` episodes live
+(:func:`gymflow.agent_loop.run_episode`), the next planned one starting as soon as one ends, so
+a slow episode (a long multi-turn one, a slow tool) holds only itself. Model turns are still
+batched: a shared :class:`~gymflow.model_turns.ModelTurns` sends the turns of every episode
+waiting for the model at that moment as one generation (token backends), or the requests
+concurrently (message backends). Every env and policy call has its own timeout and capped
+retries (:class:`~gymflow.env_client.EnvClient`, the openai backend).
 
-Each finished chunk is appended as one validated part file (``OUT/rollouts/part-*.parquet``,
-temp file + rename). Rollout ids come from (run id, iteration, task id, sample index), so a
-collection killed at any point and run again with the same run id collects exactly the
-missing rollouts: none lost, none twice. What is not covered: two collectors writing the same
+Finished rows are buffered and appended ``concurrency`` at a time as validated part files
+(``OUT/rollouts/part-*.parquet``, temp file + rename). Rollout ids come from (run id,
+iteration, task id, sample index), so a collection killed at any point and run again with the
+same run id collects exactly the missing rollouts: none lost, none twice (rows still in the
+buffer at a kill are collected again). What is not covered: two collectors writing the same
 folder at once, and retrying rows that failed (they are final for their run id; collect again
 under a new run id).
 
-A chunk that raises (env down, a tool call the server refuses) is re-run one episode at a time
-so the healthy episodes finish; each one that still fails becomes a row with reward null and
-the error's ``failure_kind`` (``env_unavailable``, ``policy_unavailable`` ...), never a silent
-reward 0. Bugs (any exception that is not a ``GymflowError``) stop the collection; parts
-already written stay and a re-run resumes after them.
+An episode that raises a ``GymflowError`` (env down, a tool call the server refuses, a
+generation that failed) becomes a row with reward null and the error's ``failure_kind``
+(``env_unavailable``, ``policy_unavailable`` ...), never a silent reward 0; the others go on.
+Bugs (any other exception) stop the collection: live episodes are cancelled, finished rows
+are written, and a re-run resumes after them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 import time
@@ -31,10 +35,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gymflow.agent_loop import Episode, Sampling, run_episodes
+import pandera.polars as pa
+
+from gymflow.agent_loop import Episode, Sampling, run_episode
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
 from gymflow.failures import FailureKind, GymflowError
+from gymflow.model_turns import ModelTurns
 from gymflow.policy import ChatPolicy, Policy
 from gymflow.rollout_store import (
     Lineage,
@@ -59,6 +66,8 @@ class CollectSettings:
     """G: samples per task (one group)."""
     concurrency: int = 32
     """Episodes live at once; also the rows per part file."""
+    batch_wait_s: float = 0.01
+    """Longest a model turn waits for other episodes' turns to batch with (token backends)."""
     iteration: int = 0
     policy_version: int = 0
     policy_spec: str = ""
@@ -86,6 +95,8 @@ class CollectReport:
     rollouts_per_s: float
     tokens_per_s: float
     """Model (sampled) tokens per second; 0 for message backends that return no ids."""
+    mean_batch: float
+    """Mean model turns per generation call (token backends; 0 for message backends)."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -133,34 +144,23 @@ async def collect_rollouts(
     schema = collected_rollouts(settings.num_repeats, settings.reward_range)
     planned = plan(tasks, settings)
     todo = [p for p in planned if p.rollout_id not in done]
-    parts: list[str] = []
-    kinds: Counter[str] = Counter()
-    unscored = tokens = 0
-    with _progress(len(planned), len(planned) - len(todo), settings.progress) as bar:
-        for start in range(0, len(todo), settings.concurrency):
-            chunk = todo[start : start + settings.concurrency]
-            results = await _run_chunk(client, env, policy, chunk, settings.sampling)
-            rows = [
-                collected_row(lineage, p.task, p.sample_idx, p.seed, ep, err)
-                for p, (ep, err) in zip(chunk, results, strict=True)
-            ]
-            parts.append(str(write_part(rows, folder, schema, settings.iteration)))
-            kinds.update(r["failure_kind"] for r in rows if r["failure_kind"])
-            unscored += sum(r["reward"] is None for r in rows)
-            tokens += sum(sum(ep.env_mask) for ep, _ in results if ep is not None)
-            bar.advance(len(rows), tokens, time.time() - started)
+    window = _Window(folder, schema, lineage, settings, len(planned), len(planned) - len(todo))
+    turns = ModelTurns(policy, settings.sampling, settings.batch_wait_s)
+    with window.bar:
+        await _run_window(client, env, turns, todo, window)
     wall = time.time() - started
     return CollectReport(
         run_id=settings.run_id,
         planned=len(planned),
         already_on_disk=len(planned) - len(todo),
         collected=len(todo),
-        failures=dict(kinds),
-        unscored=unscored,
-        parts=parts,
+        failures=dict(window.kinds),
+        unscored=window.unscored,
+        parts=window.parts,
         wall_s=round(wall, 3),
         rollouts_per_s=round(len(todo) / wall, 2) if wall else 0.0,
-        tokens_per_s=round(tokens / wall, 1) if wall else 0.0,
+        tokens_per_s=round(window.tokens / wall, 1) if wall else 0.0,
+        mean_batch=round(sum(turns.batches) / len(turns.batches), 2) if turns.batches else 0.0,
     )
 
 
@@ -209,30 +209,75 @@ def _ids_on_disk(folder: Path, lineage: Lineage) -> set[str]:
     return set(existing["rollout_id"].to_list())
 
 
-async def _run_chunk(
-    client: EnvClient,
-    env: Environment,
-    policy: Policy | ChatPolicy,
-    chunk: list[Planned],
-    sampling: Sampling,
-) -> list[tuple[Episode | None, GymflowError | None]]:
-    """Episodes of the chunk in one lock-step batch; if that raises, one by one."""
-    try:
-        episodes = await run_episodes(
-            client, env, policy, [p.task for p in chunk], sampling, [p.seed for p in chunk]
-        )
-        return [(ep, None) for ep in episodes]
-    except GymflowError:
-        pass
+async def _run_window(
+    client: EnvClient, env: Environment, turns: ModelTurns, todo: list[Planned], window: _Window
+) -> None:
+    """At most ``concurrency`` episodes live; each finished one's row goes to ``window``."""
 
-    async def one(p: Planned) -> tuple[Episode | None, GymflowError | None]:
+    async def one(p: Planned) -> tuple[Planned, Episode | None, GymflowError | None]:
         try:
-            (ep,) = await run_episodes(client, env, policy, [p.task], sampling, [p.seed])
-            return ep, None
+            return p, await run_episode(client, env, turns, p.task, p.seed), None
         except GymflowError as exc:
-            return None, exc
+            return p, None, exc
 
-    return list(await asyncio.gather(*(one(p) for p in chunk)))
+    queue = iter(todo)
+    live: set[asyncio.Task] = set()
+    try:
+        while True:
+            for p in itertools.islice(queue, window.size - len(live)):
+                live.add(asyncio.create_task(one(p)))
+            if not live:
+                break
+            done, live = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
+            bugs = [t.exception() for t in done if t.exception() is not None]
+            for t in done:
+                if t.exception() is None:
+                    window.add(*t.result())
+            if bugs:
+                raise bugs[0]
+    finally:
+        for t in live:
+            t.cancel()
+        await asyncio.gather(*live, return_exceptions=True)
+        window.flush()  # finished rows are valid whatever stopped the rest
+
+
+class _Window:
+    """Finished rows of a collection: buffered, written ``concurrency`` per part, counted."""
+
+    def __init__(
+        self,
+        folder: Path,
+        schema: pa.DataFrameSchema,
+        lineage: Lineage,
+        settings: CollectSettings,
+        planned: int,
+        on_disk: int,
+    ) -> None:
+        self.folder, self.schema, self.lineage = folder, schema, lineage
+        self.size, self.iteration = settings.concurrency, settings.iteration
+        self.bar = _progress(planned, on_disk, settings.progress)
+        self.started = time.time()
+        self.buffer: list[dict] = []
+        self.parts: list[str] = []
+        self.kinds: Counter[str] = Counter()
+        self.unscored = self.tokens = 0
+
+    def add(self, p: Planned, episode: Episode | None, error: GymflowError | None) -> None:
+        row = collected_row(self.lineage, p.task, p.sample_idx, p.seed, episode, error)
+        self.buffer.append(row)
+        if row["failure_kind"]:
+            self.kinds[row["failure_kind"]] += 1
+        self.unscored += row["reward"] is None
+        self.tokens += sum(episode.env_mask) if episode is not None else 0
+        self.bar.advance(1, self.tokens, time.time() - self.started)
+        if len(self.buffer) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        rows, self.buffer = self.buffer, []  # emptied first: a failed write is not retried
+        if rows:
+            self.parts.append(str(write_part(rows, self.folder, self.schema, self.iteration)))
 
 
 class _progress:

@@ -45,11 +45,12 @@ def collect_args(task_file: Path, out: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def test_killed_collector_resumes_with_nothing_lost_or_duplicated(tmp_path, task_file):
+@pytest.mark.parametrize("window", ["1", "4"])  # 4: killed with episodes live and rows buffered
+def test_killed_collector_resumes_with_nothing_lost_or_duplicated(tmp_path, task_file, window):
     out = tmp_path / "out"
     parts = out / ROLLOUTS_DIR
     proc = subprocess.Popen(
-        [GYMFLOW, *collect_args(task_file, out, "--concurrency", "1", "--run-id", "kill-me")],
+        [GYMFLOW, *collect_args(task_file, out, "--concurrency", window, "--run-id", "kill-me")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
