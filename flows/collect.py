@@ -1,7 +1,8 @@
 """Stand-alone rollout collection: one environment, one task file, one policy → Parquet.
 
 Deploy or schedule it like the lifecycle (``collect.serve(cron=...)``); re-running it with the
-same ``out`` (or ``run_id``) resumes the collection instead of starting over.
+same ``out`` (or ``run_id``) resumes the collection instead of starting over, and with
+``retry_failed=True`` runs again the rollouts an env or policy fault left without a reward.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def collect(
     temperature: float = 1.0,
     max_new_tokens: int = 48,
     max_completion_tokens: int = 256,
+    retry_failed: bool = False,
 ) -> dict:
-    """Collect ``num_repeats`` rollouts per task of ``tasks`` with ``policy`` into ``out``."""
+    """Collect ``num_repeats`` rollouts per task of ``tasks`` with ``policy`` into ``out``;
+    ``retry_failed`` also re-runs the rollouts that got no reward (env or policy faults)."""
     options = dict(locals())  # the flow's parameters, passed through by name
     return collect_rollouts({**options, "progress": False})

@@ -214,8 +214,16 @@ def rollouts_collect(
     max_new_tokens: int = typer.Option(48, min=1, help="Tokens per model turn."),
     max_completion_tokens: int = typer.Option(256, min=1, help="Tokens per episode."),
     progress: bool = typer.Option(None, help="Progress bar (default: when stderr is a terminal)."),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Also re-run this run's rollouts that got no reward."
+    ),
 ) -> None:
-    """Collect G rollouts per task into Parquet; re-running resumes without loss or duplicates."""
+    """Collect G rollouts per task into Parquet; re-running resumes without loss or duplicates.
+
+    With --retry-failed, rollouts whose latest row has no reward (env_unavailable, timeout ...;
+    not scored mistakes) are run again: a new row per rollout (attempt + 1), old rows kept for
+    audit; readers and exports see the latest attempt.
+    """
     options = dict(locals())  # every option above, by name
     from gymflow.collection import run_collect
     from gymflow.failures import GymflowError
@@ -225,9 +233,14 @@ def rollouts_collect(
     except GymflowError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    retried = (
+        f"{report.retried} retried ({report.still_failed} still without a reward), "
+        if retry_failed
+        else ""
+    )
     typer.echo(
         f"run {report.run_id}: {report.collected} collected, {report.already_on_disk} already on "
-        f"disk, {report.unscored} without a reward, failures {report.failures}; "
+        f"disk, {retried}{report.unscored} without a reward, failures {report.failures}; "
         f"{report.rollouts_per_s} rollouts/s, {report.tokens_per_s} tokens/s -> {out}"
     )
 

@@ -27,8 +27,12 @@ def run_collect(
     max_new_tokens: int = 48,
     max_completion_tokens: int = 256,
     progress: bool | None = None,
+    retry_failed: bool = False,
 ) -> CollectReport:
-    """Collect into ``out``; raises ``GymflowError`` with a kind for any bad input."""
+    """Collect into ``out``; raises ``GymflowError`` with a kind for any bad input.
+
+    ``retry_failed``: also re-run the rollouts of the run whose latest row has no reward.
+    """
     from gymflow.env_registry import get_env
     from gymflow.policy_spec import load_policy
     from gymflow.verify_file import load_tasks
@@ -60,6 +64,7 @@ def run_collect(
         ),
         reward_range=environment.reward_range,
         progress=progress,
+        retry_failed=retry_failed,
     )
     loaded = load_policy(policy, tasks=task_list)
     return collect(environment, loaded, task_list, Path(out), settings, env_url=env_url)
@@ -71,8 +76,9 @@ def resumable_run_id(out: Path) -> str:
     from gymflow.run_context import new_run_id
 
     folder = out / ROLLOUTS_DIR
-    if folder.is_dir():
-        ids = sorted(set(read_parts(folder)["run_id"].to_list()))
+    rows = read_parts(folder) if folder.is_dir() else None
+    if rows is not None and not rows.is_empty():  # empty: killed before its first part
+        ids = sorted(set(rows["run_id"].to_list()))
         if len(ids) == 1:
             return ids[0]
     return new_run_id()

@@ -13,9 +13,13 @@ Finished rows are buffered and appended ``concurrency`` at a time as validated p
 (``OUT/rollouts/part-*.parquet``, temp file + rename). Rollout ids come from (run id,
 iteration, task id, sample index), so a collection killed at any point and run again with the
 same run id collects exactly the missing rollouts: none lost, none twice (rows still in the
-buffer at a kill are collected again). What is not covered: two collectors writing the same
-folder at once, and retrying rows that failed (they are final for their run id; collect again
-under a new run id).
+buffer at a kill are collected again). Not covered: two collectors writing the same folder.
+
+``retry_failed`` also re-runs the rollouts whose latest row has no reward (an env or policy
+fault: ``env_unavailable``, ``timeout`` ...; scored mistakes such as ``invalid_json`` are
+verdicts and stay). A retry is a new row of the same rollout id and seed with ``attempt`` one
+higher, in a new part file; the old rows stay on disk for audit, and every reader
+(:func:`~gymflow.rollout_store.read_parts`, the exports) sees the latest attempt only.
 
 An episode that raises a ``GymflowError`` (env down, a tool call the server refuses, a
 generation that failed) becomes a row with reward null and the error's ``failure_kind``
@@ -32,10 +36,11 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandera.polars as pa
+import polars as pl
 
 from gymflow.agent_loop import Episode, Sampling, run_episode
 from gymflow.env_client import EnvClient
@@ -66,6 +71,8 @@ class CollectSettings:
     """G: samples per task (one group)."""
     concurrency: int = 32
     """Episodes live at once; also the rows per part file."""
+    retry_failed: bool = False
+    """Also re-run rollouts whose latest row has reward null (see the module doc)."""
     batch_wait_s: float = 0.01
     """Longest a model turn waits for other episodes' turns to batch with (token backends)."""
     iteration: int = 0
@@ -90,6 +97,10 @@ class CollectReport:
     """Rows of this call by ``failure_kind`` (scored mistakes and unscored faults alike)."""
     unscored: int
     """Rows of this call with no reward (env or policy faults)."""
+    retried: int
+    """Rollouts of this call that were retries of unscored rows (``retry_failed``)."""
+    still_failed: int
+    """Of those, how many got no reward again."""
     parts: list[str]
     wall_s: float
     rollouts_per_s: float
@@ -108,6 +119,7 @@ class Planned:
     sample_idx: int
     rollout_id: str
     seed: int
+    attempt: int = 0
 
 
 def plan(tasks: list[Task], settings: CollectSettings) -> list[Planned]:
@@ -139,11 +151,17 @@ async def collect_rollouts(
         settings.run_id, settings.iteration, settings.policy_version, settings.policy_spec,
         env.name, env.version, dataset_hash(tasks),
     )  # fmt: skip
-    done = _ids_on_disk(folder, lineage)
+    attempts, unscored = _on_disk(folder, lineage)
     write_tasks(tasks, out_dir / "tasks.parquet")  # exports read the tasks back from here
     schema = collected_rollouts(settings.num_repeats, settings.reward_range)
     planned = plan(tasks, settings)
-    todo = [p for p in planned if p.rollout_id not in done]
+    missing = [p for p in planned if p.rollout_id not in attempts]
+    retries = [
+        replace(p, attempt=attempts[p.rollout_id] + 1)
+        for p in planned
+        if settings.retry_failed and p.rollout_id in unscored
+    ]
+    todo = missing + retries
     window = _Window(folder, schema, lineage, settings, len(planned), len(planned) - len(todo))
     turns = ModelTurns(policy, settings.sampling, settings.batch_wait_s)
     with window.bar:
@@ -152,10 +170,12 @@ async def collect_rollouts(
     return CollectReport(
         run_id=settings.run_id,
         planned=len(planned),
-        already_on_disk=len(planned) - len(todo),
+        already_on_disk=len(planned) - len(missing),
         collected=len(todo),
         failures=dict(window.kinds),
         unscored=window.unscored,
+        retried=len(retries),
+        still_failed=window.retries_unscored,
         parts=window.parts,
         wall_s=round(wall, 3),
         rollouts_per_s=round(len(todo) / wall, 2) if wall else 0.0,
@@ -193,11 +213,14 @@ def collect(
     return report
 
 
-def _ids_on_disk(folder: Path, lineage: Lineage) -> set[str]:
-    """Ids already collected; refuses a folder that holds another run's or dataset's rows."""
+def _on_disk(folder: Path, lineage: Lineage) -> tuple[dict[str, int], set[str]]:
+    """Each collected id's latest attempt, and the ids whose latest row has no reward.
+
+    Refuses a folder that holds another run's or dataset's rows.
+    """
     existing = read_parts(folder)
     if existing.is_empty():
-        return set()
+        return {}, set()
     for column, mine in (("run_id", lineage.run_id), ("dataset_hash", lineage.dataset_hash)):
         theirs = sorted(set(existing[column].to_list()) - {mine})
         if theirs:
@@ -206,7 +229,9 @@ def _ids_on_disk(folder: Path, lineage: Lineage) -> set[str]:
                 f"{folder} holds rollouts with {column} {theirs[0]!r}, not {mine!r}: resume "
                 "that collection with the same run id and tasks, or collect into another folder",
             )
-    return set(existing["rollout_id"].to_list())
+    attempts = dict(zip(existing["rollout_id"], existing["attempt"], strict=True))
+    unscored = set(existing.filter(pl.col("reward").is_null())["rollout_id"])
+    return attempts, unscored
 
 
 async def _run_window(
@@ -261,14 +286,15 @@ class _Window:
         self.buffer: list[dict] = []
         self.parts: list[str] = []
         self.kinds: Counter[str] = Counter()
-        self.unscored = self.tokens = 0
+        self.unscored = self.retries_unscored = self.tokens = 0
 
     def add(self, p: Planned, episode: Episode | None, error: GymflowError | None) -> None:
-        row = collected_row(self.lineage, p.task, p.sample_idx, p.seed, episode, error)
+        row = collected_row(self.lineage, p.task, p.sample_idx, p.seed, episode, error, p.attempt)
         self.buffer.append(row)
         if row["failure_kind"]:
             self.kinds[row["failure_kind"]] += 1
         self.unscored += row["reward"] is None
+        self.retries_unscored += row["reward"] is None and p.attempt > 0
         self.tokens += sum(episode.env_mask) if episode is not None else 0
         self.bar.advance(1, self.tokens, time.time() - self.started)
         if len(self.buffer) >= self.size:

@@ -1,7 +1,8 @@
 """Collected rollouts out to other tools: Hugging Face datasets, NeMo Gym, SFT demos, DPO pairs.
 
 Reads what :mod:`gymflow.rollout_engine` wrote (``IN/rollouts/part-*.parquet``, validated, and
-``IN/tasks.parquet`` for prompts and tools).
+``IN/tasks.parquet`` for prompts and tools): one row per rollout id, its latest attempt (a
+rollout retried with ``--retry-failed`` is exported as its retry, never twice).
 
 * ``hf``: every row and column as a ``datasets.Dataset`` (``save_to_disk``), failures included.
 * ``nemo_gym``: NeMo Gym rollout JSONL (:func:`gymflow.nemo_gym.rollout_row`). Only rows with

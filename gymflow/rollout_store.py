@@ -18,7 +18,7 @@ import polars as pl
 
 from gymflow.agent_loop import Episode
 from gymflow.failures import GymflowError
-from gymflow.schemas import ROLLOUTS, read_table, validate, write_table
+from gymflow.schemas import ROLLOUT_ATTEMPTS, ROLLOUTS, read_table, validate, write_table
 from gymflow.task_record import Task
 from gymflow.trajectory import prompt_items
 
@@ -118,6 +118,7 @@ def collected_row(
     seed: int,
     episode: Episode | None,
     error: GymflowError | None = None,
+    attempt: int = 0,
 ) -> dict:
     """One row; ``episode`` None (with ``error``) for a rollout that never finished.
 
@@ -138,6 +139,7 @@ def collected_row(
         "dataset_hash": lineage.dataset_hash,
         "policy": lineage.policy,
         "seed": seed,
+        "attempt": attempt,
     }
     if episode is None:
         assert error is not None
@@ -194,6 +196,7 @@ def rollouts_frame(rows: list[dict]) -> pl.DataFrame:
         "failure_kind": pl.String,
         "failure_detail": pl.String,
         "policy": pl.String,
+        "attempt": pl.Int64,
     }
     return pl.DataFrame(rows, schema_overrides=schema)
 
@@ -205,16 +208,28 @@ def write_part(rows: list[dict], folder: Path, schema: pa.DataFrameSchema, itera
     return write_table(rollouts_frame(rows), schema, path)
 
 
-def read_parts(folder: Path, schema: pa.DataFrameSchema = ROLLOUTS) -> pl.DataFrame:
-    """Every part file under ``folder``, each validated, ids unique across parts.
+def read_parts(
+    folder: Path, schema: pa.DataFrameSchema = ROLLOUTS, every_attempt: bool = False
+) -> pl.DataFrame:
+    """The rollouts under ``folder``: one row per rollout id, its latest attempt.
 
-    A damaged part raises ``GymflowError(CORRUPT_FILE)`` naming the file (delete it to collect
-    its rollouts again); leftovers of writes a crash interrupted (hidden ``.tmp`` files) are
-    not parts and are removed.
+    Each part is validated; across parts, (rollout id, attempt) must be unique (a rollout
+    retried with ``--retry-failed`` has a row per attempt; parts written before attempts were
+    recorded count as attempt 0). ``every_attempt`` returns all rows, earlier attempts
+    included (for audit). A damaged part raises ``GymflowError(CORRUPT_FILE)`` naming the file
+    (delete it to collect its rollouts again); leftovers of writes a crash interrupted (hidden
+    ``.tmp`` files) are not parts and are removed.
     """
     for stale in folder.glob(".part-*.tmp"):
         stale.unlink(missing_ok=True)
     frames = [read_table(p, schema) for p in sorted(folder.glob(PART_GLOB))]
     if not frames:
         return rollouts_frame([]).clear()
-    return validate(pl.concat(frames, how="diagonal_relaxed"), schema, str(folder))
+    df = pl.concat(frames, how="diagonal_relaxed")
+    attempt = pl.col("attempt").fill_null(0) if "attempt" in df.columns else pl.lit(0)
+    df = df.with_columns(attempt.cast(pl.Int64).alias("attempt"))
+    df = validate(df, ROLLOUT_ATTEMPTS, str(folder))
+    if every_attempt:
+        return df
+    latest = df.filter(pl.col("attempt") == pl.col("attempt").max().over("rollout_id"))
+    return validate(latest, schema, str(folder))

@@ -90,6 +90,8 @@ ROLLOUTS = pa.DataFrameSchema(
         # optional lineage the rollout engine adds (GRPO's in-loop rows predate them)
         "policy": pa.Column(pl.String, required=False, nullable=True),
         "failure_detail": pa.Column(pl.String, required=False, nullable=True),
+        # 0 for a rollout's first row; ``--retry-failed`` adds 1, 2 ... (the latest one counts)
+        "attempt": pa.Column(pl.Int64, pa.Check.ge(0), required=False),
     },
     strict=True,
     unique=["group_id", "sample_idx"],
@@ -117,7 +119,8 @@ ROLLOUTS = pa.DataFrameSchema(
 
 
 def collected_rollouts(group_size: int, reward_range: tuple[float, float]) -> pa.DataFrameSchema:
-    """``ROLLOUTS`` plus what one collection knows: its group size and its env's reward range."""
+    """``ROLLOUTS`` plus what one collection knows: its group size and its env's reward range;
+    every row it writes says its ``attempt``."""
     low, high = reward_range
     return ROLLOUTS.update_columns(
         {
@@ -128,8 +131,22 @@ def collected_rollouts(group_size: int, reward_range: tuple[float, float]) -> pa
                     pa.Check.in_range(low, high),
                 ]
             },
+            "attempt": {"required": True},
         }
     )
+
+
+ROLLOUT_ATTEMPTS = pa.DataFrameSchema(
+    {
+        "rollout_id": pa.Column(pl.String),
+        "attempt": pa.Column(pl.Int64, pa.Check.ge(0)),
+    },
+    unique=["rollout_id", "attempt"],
+    name="(rollout_id, attempt)",  # what an error names: the pair that repeats
+)
+"""Every row of a collection's part files, retried rollouts included: a rollout may have rows
+from several attempts (readers keep the latest, then ``ROLLOUTS`` holds: one row per id), but
+two rows of the same attempt are a duplicate."""
 
 
 EVAL_ROWS = pa.DataFrameSchema(

@@ -1,7 +1,8 @@
 """Collect rollouts (stand-alone): G samples per task into Parquet with full lineage.
 
 Retries are safe: a collection resumes from the part files already written (same run id), so
-a retried attempt collects only what is missing. No result cache: what is done is on disk.
+a retried attempt collects only what is missing (a Prefect retry does not re-run rows that
+failed; ``retry_failed`` in the options does). No result cache: what is done is on disk.
 """
 
 from __future__ import annotations
