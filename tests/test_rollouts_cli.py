@@ -163,3 +163,13 @@ def test_collect_flow_runs_the_same_collection(tmp_path, task_file, prefect_engi
     assert df.filter(pl.col("reward") == 1.0).height == 6
     again = collect("counter", str(small), "scripted:counter", str(tmp_path), **kw)
     assert again["collected"] == 0 and again["already_on_disk"] == 6
+
+
+def test_killed_before_its_first_part_the_rerun_starts_cleanly(tmp_path, task_file):
+    """An empty rollouts/ folder (killed before any part was written) is no run to resume."""
+    small = tmp_path / "two.jsonl"
+    small.write_text("".join(task_file.read_text().splitlines(keepends=True)[:2]))
+    (tmp_path / "out" / ROLLOUTS_DIR).mkdir(parents=True)
+    result = runner.invoke(app, collect_args(small, tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert "4 collected, 0 already on disk" in result.output
