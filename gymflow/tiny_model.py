@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -107,12 +109,18 @@ def build_tiny_model(out_dir: Path, corpus: Iterable[str], config: TinyModelConf
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    # A folder of its own per build: two runs sharing a home may build the same model at once.
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "gymflow_build.json").write_text(json.dumps(config.model_dump(), indent=2))
-    tmp.rename(out_dir)  # atomic: a half-built folder is never mistaken for a cached model
+    try:
+        tmp.rename(out_dir)  # atomic: a half-built folder is never mistaken for a cached model
+    except OSError:
+        if not (out_dir / "config.json").exists():
+            raise
+        shutil.rmtree(tmp)  # another process finished the same build first: use its copy
     return out_dir
 
 
