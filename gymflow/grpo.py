@@ -64,7 +64,7 @@ class LoraSettings(BaseModel):
 class GRPOSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
-    max_steps: int = Field(80, description="Optimizer steps.")
+    max_steps: int = Field(120, description="Optimizer steps.")
     prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
     num_generations: int = Field(8, description="Completions per task (G, the group size).")
     learning_rate: float = Field(1e-4, description="Constant learning rate.")
@@ -85,10 +85,10 @@ class GRPOSettings(BaseModel):
     dynamic_sampling: bool = Field(
         True, description="Replace zero-variance groups with fresh ones."
     )
-    max_resample_rounds: int = Field(1, description="Replacement rounds per batch at most.")
+    max_resample_rounds: int = Field(2, description="Replacement rounds per batch at most.")
     save_every: int = Field(20, description="Checkpoint every N steps (resume point).")
     time_budget_s: float | None = Field(
-        200.0, description="Stop after this much training wall time."
+        340.0, description="Stop after this much training wall time."
     )
     seed: int = Field(0, description="Trainer and sampling seed.")
 
