@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
@@ -48,6 +47,7 @@ from gymflow.environment import Environment
 from gymflow.failures import FailureKind, GymflowError
 from gymflow.model_turns import ModelTurns
 from gymflow.policy import ChatPolicy, Policy
+from gymflow.rollout_progress import RolloutProgress
 from gymflow.rollout_store import (
     Lineage,
     collected_row,
@@ -281,7 +281,7 @@ class _Window:
     ) -> None:
         self.folder, self.schema, self.lineage = folder, schema, lineage
         self.size, self.iteration = settings.concurrency, settings.iteration
-        self.bar = _progress(planned, on_disk, settings.progress)
+        self.bar = RolloutProgress(planned, on_disk, settings.progress)
         self.started = time.time()
         self.buffer: list[dict] = []
         self.parts: list[str] = []
@@ -304,34 +304,3 @@ class _Window:
         rows, self.buffer = self.buffer, []  # emptied first: a failed write is not retried
         if rows:
             self.parts.append(str(write_part(rows, self.folder, self.schema, self.iteration)))
-
-
-class _progress:
-    """A rich progress bar on stderr with rollouts/s and tokens/s; silent off a terminal."""
-
-    def __init__(self, total: int, done: int, enabled: bool | None) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total, self.done, self.new = total, done, 0
-
-    def __enter__(self) -> _progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self.bar = Progress(
-                TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]}"), console=Console(stderr=True),
-            )  # fmt: skip
-            self.bar.start()
-            self.task = self.bar.add_task("collect", total=self.total, completed=self.done, rate="")
-        return self
-
-    def advance(self, n: int, tokens: int, elapsed: float) -> None:
-        self.done, self.new = self.done + n, self.new + n
-        if self.enabled and elapsed > 0:
-            rate = f"{self.new / elapsed:.1f} rollouts/s  {tokens / elapsed:.0f} tokens/s"
-            self.bar.update(self.task, completed=self.done, rate=rate)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.bar.stop()

@@ -140,7 +140,8 @@ def test_dead_env_url_gives_env_unavailable_rows_not_reward_zero(tmp_path, tasks
     assert df["reward"].null_count() == 9 and not df["success"].any()
     assert set(df["failure_kind"]) == {"env_unavailable"}
     assert all(url.split("//")[1] in d or "ConnectError" in d for d in df["failure_detail"])
-    assert json.loads(df["trajectory"][0]) == prompt_items(tasks[0].prompt)
+    first = df.filter(df["task_id"] == tasks[0].task_id)  # rows land in completion order
+    assert json.loads(first["trajectory"][0]) == prompt_items(tasks[0].prompt)
 
 
 def test_policy_server_down_gives_policy_rows_and_healthy_env(tmp_path, tasks):
