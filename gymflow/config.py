@@ -59,7 +59,9 @@ class LifecycleConfig(BaseModel):
         "gets half the CPU threads) instead of after it: the pair costs one GRPO wall time.",
     )
     gate: GateSettings = Field(default_factory=GateSettings)
-    seed: int = Field(0, description="Seed for demo selection, training and sampling.")
+    seed: int = Field(
+        0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
+    )
 
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(), sort_keys=True)

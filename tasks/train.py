@@ -64,7 +64,8 @@ def _sft(
     # The control trains for a wall-time budget, not up to the GRPO start's target.
     control = {"max_steps": 100_000, "target_sampled_success": 1.01}
     is_control = budget_s is not None or should_stop is not None
-    settings = cfg.sft.model_copy(update=control) if is_control else cfg.sft
+    seeded = {"seed": cfg.seed}  # the run's seed drives SFT's order and GRPO's sampling too
+    settings = cfg.sft.model_copy(update={**seeded, **(control if is_control else {})})
     return run_sft(
         Path(start), out, demos, settings, evaluate=sampled_success, time_budget_s=budget_s,
         log_to_mlflow=log_to_mlflow, should_stop=should_stop,
@@ -109,8 +110,9 @@ def grpo_stage(
                 step=step,
             )
 
-        source = RolloutSource(env, build_app(env), pool, cfg.grpo, store)
-        result = run_grpo(Path(start["path"]), folder, source, cfg.grpo)
+        settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
+        source = RolloutSource(env, build_app(env), pool, settings, store)
+        result = run_grpo(Path(start["path"]), folder, source, settings)
         twin_clock.mark_finished(folder, result["wall_s"], threads_used, cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}
