@@ -19,10 +19,10 @@ Prints one JSON object with, per run of the chosen tier:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +31,10 @@ from environments.code.execution import Program, run_program
 from environments.code.humaneval import load_tasks
 from environments.code.probes import gold_code
 from environments.code.sandbox import Interpreter, Limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import emit  # noqa: E402
 
 
 def _percentiles(values: list[float]) -> dict:
@@ -83,10 +87,7 @@ def main() -> None:
         "load_avg_1m": round(load, 2),
         "cpus": os.cpu_count(),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

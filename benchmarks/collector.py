@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
+import sys
 import tempfile
 import time
 import zlib
@@ -41,6 +41,10 @@ from gymflow.rollout_engine import CollectSettings, collect_rollouts, plan
 from gymflow.rollout_store import Lineage, collected_row, write_part
 from gymflow.schemas import collected_rollouts
 from gymflow.task_set import build_tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import emit  # noqa: E402
 
 FAST_S, SLOW_S, SLOW_EVERY = 0.002, 0.150, 10
 
@@ -171,10 +175,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
     )
-    text = json.dumps(result, indent=None if args.json else 2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, compact=args.json)
 
 
 if __name__ == "__main__":

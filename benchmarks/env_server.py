@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import socket
 import subprocess
@@ -41,6 +40,10 @@ from gymflow.env_registry import get_env
 from gymflow.resources_server import build_app
 from gymflow.scripted_policy import ScriptedPolicy
 from gymflow.task_set import build_tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import emit  # noqa: E402
 
 GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
 
@@ -220,10 +223,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
     )
-    text = json.dumps(result, indent=None if args.json else 2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, compact=args.json)
 
 
 if __name__ == "__main__":

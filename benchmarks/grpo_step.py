@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
@@ -58,6 +57,7 @@ from benchmarks.grpo_envs import (  # noqa: E402
     counter_policy,
     counter_reward,
 )
+from benchmarks.report import emit  # noqa: E402
 from environments.counter.server import CounterServer  # noqa: E402
 from gymflow.grpo import GRPOSettings, RolloutSource, run_grpo, trainer_config  # noqa: E402
 from gymflow.home import project_home  # noqa: E402
@@ -311,10 +311,7 @@ def main() -> None:
 
     quiet_libraries()
     result = run(args.steps, args.cache)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ inflate it. Replies, per task of each source (GSM8K test, MATH-500, generated):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +29,10 @@ from environments.math.equivalence import CPU_LIMIT_S
 from environments.math.loaders import source_tasks
 from gymflow.task_set import build_tasks
 from gymflow.trajectory import assistant_items, prompt_items
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import emit  # noqa: E402
 
 
 def _cpu_ms(env: MathServer, task, text: str) -> float:
@@ -84,10 +88,7 @@ def main() -> None:
         f"{platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

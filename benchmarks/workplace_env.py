@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +31,10 @@ from environments.workplace.workbench import workbench_tasks
 from gymflow.env_client import EnvClient
 from gymflow.resources_server import build_app
 from gymflow.trajectory import assistant_items, prompt_items
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import emit  # noqa: E402
 
 
 def episode_items(env: WorkplaceServer, task) -> list[dict]:
@@ -127,10 +132,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
     )
-    text = json.dumps(result, indent=None if args.json else 2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, compact=args.json)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from asgi_faults import refusing_seed
 from typer.testing import CliRunner
 
 from environments.counter import CounterServer
@@ -93,24 +94,7 @@ def test_dead_server_then_alive_retry_turns_failures_into_scored_rows(tmp_path, 
 
 def refusing(bad_task_id: str):
     """The counter app, except ``/seed_session`` answers 503 for one task."""
-    inner = build_app(COUNTER)
-
-    async def picky(scope, receive, send):
-        if scope["path"] == "/seed_session":
-            message = await receive()
-            if bad_task_id.encode() in message["body"]:
-                await send({"type": "http.response.start", "status": 503, "headers": []})
-                await send({"type": "http.response.body", "body": b"down"})
-                return
-            replay = iter([message])
-
-            async def again():
-                return next(replay, None) or await receive()
-
-            return await inner(scope, again, send)
-        return await inner(scope, receive, send)
-
-    return picky
+    return refusing_seed(build_app(COUNTER), bad_task_id)
 
 
 def test_only_unscored_rows_are_retried_and_a_retry_can_fail_again(tmp_path, tasks):

@@ -10,6 +10,7 @@ import socket
 
 import polars as pl
 import pytest
+from asgi_faults import refusing_seed
 
 from environments.counter import CounterServer
 from environments.tool_call import ToolCallServer
@@ -155,23 +156,8 @@ def test_policy_server_down_gives_policy_rows_and_healthy_env(tmp_path, tasks):
 
 def test_env_failing_for_some_episodes_keeps_the_others(tmp_path, tasks):
     """A server that refuses one task's seed: its rows fail, the chunk's others are scored."""
-    app = build_app(COUNTER)
     bad = tasks[1].task_id
-
-    async def picky(scope, receive, send):
-        if scope["path"] == "/seed_session":
-            message = await receive()
-            if bad.encode() in message["body"]:
-                await send({"type": "http.response.start", "status": 503, "headers": []})
-                await send({"type": "http.response.body", "body": b"down"})
-                return
-            replay = iter([message])
-
-            async def again():
-                return next(replay, None) or await receive()
-
-            return await app(scope, again, send)
-        return await app(scope, receive, send)
+    picky = refusing_seed(build_app(COUNTER), bad)
 
     async def go():
         async with EnvClient(app=picky, retries=1, backoff_s=0.01) as client:
