@@ -36,11 +36,10 @@ class ModelTurns:
     backends: each request goes out at once (the backend runs them concurrently, up to its
     own limit).
 
-    Seeds: ``generate`` takes one seed per batch, as in ``run_episodes`` (there: the first
-    live episode's seed + turn; here: the first request's). A sampled token therefore depends
-    on the episode's batch-mates, which here depend on timing; greedy decoding, scripted
-    policies, message backends (one seed per request) and one episode at a time
-    (``concurrency=1``) are reproducible from the episode's seed alone.
+    Seeds: every request carries its episode's seed + turn and ``generate`` gets one seed per
+    prompt, so an episode samples the same tokens whatever episodes share its batch (which
+    here depends on timing): a collection is reproducible from the rollout seeds in its rows
+    (up to float rounding that batch shape can change, which flips a draw only rarely).
 
     A ``generate`` that raises a ``GymflowError`` is tried again one request at a time, so only
     the request that fails alone fails (its episode becomes a failure row); any other exception
@@ -97,7 +96,7 @@ class ModelTurns:
         self._all_waiting.clear()
         self.batches.append(len(batch))
         try:
-            gens = self._generate([prompt for prompt, _, _ in batch], batch[0][1])
+            gens = self._generate([prompt for prompt, _, _ in batch], [s for _, s, _ in batch])
         except GymflowError as exc:
             if len(batch) == 1:
                 _deliver(batch[0][2], error=exc)
@@ -105,7 +104,7 @@ class ModelTurns:
             # one bad prompt should not fail its batch-mates: each again on its own
             for prompt, seed, future in batch:
                 try:
-                    _deliver(future, self._generate([prompt], seed)[0])
+                    _deliver(future, self._generate([prompt], [seed])[0])
                 except Exception as exc:
                     _deliver(future, error=exc)
             return
@@ -116,14 +115,14 @@ class ModelTurns:
         for (_, _, future), gen in zip(batch, gens, strict=True):
             _deliver(future, gen)
 
-    def _generate(self, prompts: list[list[int]], seed: int) -> list[Generation]:
+    def _generate(self, prompts: list[list[int]], seeds: list[int]) -> list[Generation]:
         started = time.perf_counter()
         gens = self.policy.generate(
             prompts,
             max_new_tokens=self.sampling.max_new_tokens,
             temperature=self.sampling.temperature,
             greedy=self.sampling.greedy,
-            seed=seed,
+            seed=seeds,
         )
         self._generate_s = 0.5 * self._generate_s + 0.5 * (time.perf_counter() - started)
         if len(gens) != len(prompts):

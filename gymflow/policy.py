@@ -58,8 +58,12 @@ class Policy(Protocol):
         max_new_tokens: int,
         temperature: float = 1.0,
         greedy: bool = False,
-        seed: int | None = None,
-    ) -> list[Generation]: ...
+        seed: int | list[int] | None = None,
+    ) -> list[Generation]:
+        """One turn per prompt. ``seed``: an int seeds the batch (a row's draws then depend on
+        its batch-mates too); a list gives every prompt its own seed, so a row's sample depends
+        only on its prompt and its seed, whatever else shares the batch."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -160,23 +164,36 @@ class TransformersPolicy(TokenizerEncoding):
         max_new_tokens: int,
         temperature: float = 1.0,
         greedy: bool = False,
-        seed: int | None = None,
+        seed: int | list[int] | None = None,
     ) -> list[Generation]:
         import torch
 
-        if seed is not None:
+        row_seeds = seed if isinstance(seed, list) else None
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError(f"{len(row_seeds)} seeds for {len(prompts)} prompts")
+        if isinstance(seed, int):
             torch.manual_seed(seed)
         out: list[Generation] = []
         with torch.no_grad():
             for start in range(0, len(prompts), self.batch_size):
                 batch = prompts[start : start + self.batch_size]
-                out.extend(self._batch(batch, max_new_tokens, temperature, greedy))
+                seeds = row_seeds[start : start + self.batch_size] if row_seeds else None
+                out.extend(self._batch(batch, max_new_tokens, temperature, greedy, seeds))
         return out
 
     def _batch(
-        self, prompts: list[list[int]], max_new: int, temperature: float, greedy: bool
+        self,
+        prompts: list[list[int]],
+        max_new: int,
+        temperature: float,
+        greedy: bool,
+        seeds: list[int] | None = None,
     ) -> list[Generation]:
         import torch
+
+        # One generator per row when seeds are given: a row samples the same tokens whatever
+        # its batch-mates (the collector's sliding window mixes episodes by timing).
+        rngs = [torch.Generator().manual_seed(s) for s in seeds] if seeds and not greedy else None
 
         # A plain KV-cached decode loop instead of ``model.generate``: the same math with less
         # per-token overhead, which dominates at this model size (rollouts are most of a GRPO step).
@@ -208,7 +225,15 @@ class TransformersPolicy(TokenizerEncoding):
         tokens, logps = [], []
         for _ in range(max_new):
             logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
-            tok = logp.argmax(-1) if greedy else torch.multinomial(logp.exp(), 1).squeeze(-1)
+            if greedy:
+                tok = logp.argmax(-1)
+            elif rngs is not None:
+                probs = logp.exp()
+                tok = torch.cat(
+                    [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(rngs)]
+                )
+            else:
+                tok = torch.multinomial(logp.exp(), 1).squeeze(-1)
             tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
             logps.append(logp.gather(-1, tok[:, None]).squeeze(-1))

@@ -45,7 +45,7 @@ class ScriptedPolicy:
         max_new_tokens: int,
         temperature: float = 1.0,
         greedy: bool = False,
-        seed: int | None = None,
+        seed: int | list[int] | None = None,
     ) -> list[Generation]:
         return [self._one(p) for p in prompts]
 

@@ -107,17 +107,18 @@ class VLLMPolicy(TokenizerEncoding):
         max_new_tokens: int,
         temperature: float = 1.0,
         greedy: bool = False,
-        seed: int | None = None,
+        seed: int | list[int] | None = None,
     ) -> list[Generation]:
         from vllm import SamplingParams
 
+        # vLLM seeds each request: a list is used as given, an int as seed + row
+        seeds = (
+            seed
+            if isinstance(seed, list)
+            else [None if seed is None else seed + i for i in range(len(prompts))]
+        )
         params = [
-            SamplingParams(
-                **sampling_kwargs(
-                    max_new_tokens, temperature, greedy, None if seed is None else seed + i
-                )
-            )
-            for i in range(len(prompts))
+            SamplingParams(**sampling_kwargs(max_new_tokens, temperature, greedy, s)) for s in seeds
         ]
         outputs = self.llm.generate(
             [{"prompt_token_ids": list(p)} for p in prompts], sampling_params=params, use_tqdm=False

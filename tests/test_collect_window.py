@@ -137,7 +137,7 @@ def test_lock_step_chunks_would_hold_the_window(tmp_path):
 def test_model_turns_are_batched_across_live_episodes(tmp_path):
     env = LatencyEnv()
     tasks = [t for t in env.make_tasks() if not t.ground_truth["slow"]][:8]
-    seen: list[tuple[int, int | None]] = []
+    seen: list[tuple[int, list[int]]] = []
 
     class Recording(ScriptedPolicy):
         def generate(self, prompts, max_new_tokens, temperature=1.0, greedy=False, seed=None):
@@ -147,14 +147,16 @@ def test_model_turns_are_batched_across_live_episodes(tmp_path):
     report = collect(env, Recording(worker), tasks, tmp_path, settings())
     assert sum(n for n, _ in seen) == 2 * len(tasks)  # two turns per episode
     assert max(n for n, _ in seen) == WINDOW and report.mean_batch > 1
-    seeds = {p.seed for p in plan(tasks, settings())}
-    assert {s for _, s in seen} <= seeds | {s + 1 for s in seeds}  # a member's seed + turn
+    assert all(len(seeds) == n for n, seeds in seen)  # one seed per prompt
+    sent = sorted(s for _, seeds in seen for s in seeds)
+    planned = sorted(p.seed + turn for p in plan(tasks, settings()) for turn in (0, 1))
+    assert sent == planned  # every turn of every episode sampled with its own seed + turn
 
 
 def test_one_at_a_time_each_turn_samples_with_its_own_seed(tmp_path):
     env = LatencyEnv()
     tasks = [t for t in env.make_tasks() if not t.ground_truth["slow"]][:3]
-    seen: list[int | None] = []
+    seen: list[list[int]] = []
 
     class Recording(ScriptedPolicy):
         def generate(self, prompts, max_new_tokens, temperature=1.0, greedy=False, seed=None):
@@ -162,7 +164,7 @@ def test_one_at_a_time_each_turn_samples_with_its_own_seed(tmp_path):
             return super().generate(prompts, max_new_tokens, temperature, greedy, seed)
 
     collect(env, Recording(worker), tasks, tmp_path, settings(concurrency=1))
-    assert seen == [s + turn for p in plan(tasks, settings()) for s in [p.seed] for turn in (0, 1)]
+    assert seen == [[p.seed + turn] for p in plan(tasks, settings()) for turn in (0, 1)]
 
 
 def test_a_generation_error_fails_only_its_episode(tmp_path):
