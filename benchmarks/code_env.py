@@ -18,7 +18,6 @@ Prints one JSON object with, per run of the chosen tier:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ from environments.code.sandbox import Interpreter, Limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import emit  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
 
 
 def _percentiles(values: list[float]) -> dict:
@@ -68,10 +67,9 @@ def verify_costs(tier: str, n: int) -> tuple[list[float], list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--isolation", default="auto")
     parser.add_argument("--n", type=int, default=40, help="HumanEval tasks to verify")
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     tier = sandbox.resolve(args.isolation)
     load = os.getloadavg()[0]
@@ -87,7 +85,7 @@ def main() -> None:
         "load_avg_1m": round(load, 2),
         "cpus": os.cpu_count(),
     }
-    emit(result, args.out)
+    emit(result, args.out, compact=args.json)
 
 
 if __name__ == "__main__":

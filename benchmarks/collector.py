@@ -22,7 +22,6 @@ generation call (lock-step's is the chunk's live episodes). Mostly sleeping: lit
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import sys
@@ -44,7 +43,7 @@ from gymflow.task_set import build_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import emit  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
 
 FAST_S, SLOW_S, SLOW_EVERY = 0.002, 0.150, 10
 
@@ -130,9 +129,7 @@ def window(env, policy, tasks, settings: CollectSettings, out: Path) -> tuple[fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="One line of JSON.")
-    parser.add_argument("--out", type=Path, help="Also write the JSON here.")
+    parser = arguments(__doc__)
     parser.add_argument("--tasks", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=32)

@@ -22,7 +22,6 @@ Prints one JSON object (``--json``) with:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
@@ -43,7 +42,7 @@ from gymflow.task_set import build_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import emit  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
 
 GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
 
@@ -174,9 +173,7 @@ def import_time() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print only the JSON object")
-    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser = arguments(__doc__)
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--rollouts", type=int, default=800)
     parser.add_argument("--concurrency", type=int, default=64)

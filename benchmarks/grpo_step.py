@@ -37,7 +37,6 @@ Prints one JSON object; ``--out`` also writes it to a file.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import platform
@@ -57,7 +56,7 @@ from benchmarks.grpo_envs import (  # noqa: E402
     counter_policy,
     counter_reward,
 )
-from benchmarks.report import emit  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
 from environments.counter.server import CounterServer  # noqa: E402
 from gymflow.grpo import GRPOSettings, RolloutSource, run_grpo, trainer_config  # noqa: E402
 from gymflow.home import project_home  # noqa: E402
@@ -296,9 +295,7 @@ def run(steps: int, cache: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print JSON only (the default)")
-    parser.add_argument("--out", type=Path, help="also write the JSON object here")
+    parser = arguments(__doc__)
     parser.add_argument("--steps", type=int, default=3, help="measured steps per path")
     parser.add_argument(
         "--cache",

@@ -16,7 +16,6 @@ inflate it. Replies, per task of each source (GSM8K test, MATH-500, generated):
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -32,7 +31,7 @@ from gymflow.trajectory import assistant_items, prompt_items
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import emit  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
 
 
 def _cpu_ms(env: MathServer, task, text: str) -> float:
@@ -75,9 +74,8 @@ def measure(per_source: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--per-source", type=int, default=100, help="tasks per source")
-    parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
     started = time.perf_counter()
     result = {
@@ -88,7 +86,7 @@ def main() -> None:
         f"{platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
     }
-    emit(result, args.out)
+    emit(result, args.out, compact=args.json)
 
 
 if __name__ == "__main__":

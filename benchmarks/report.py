@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -12,3 +13,11 @@ def emit(result: dict, out: Path | None, compact: bool = False) -> None:
     print(text)
     if out:
         out.write_text(text + "\n", encoding="utf-8")
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The options every benchmark takes: ``--json`` (one line) and ``--out FILE``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    parser.add_argument("--json", action="store_true", help="print the JSON object on one line")
+    parser.add_argument("--out", type=Path, help="also write the JSON object here")
+    return parser

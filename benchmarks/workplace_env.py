@@ -16,7 +16,6 @@ Prints one JSON object with CPU milliseconds (``time.process_time``, so waiting 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -34,7 +33,7 @@ from gymflow.trajectory import assistant_items, prompt_items
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import emit  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
 
 
 def episode_items(env: WorkplaceServer, task) -> list[dict]:
@@ -85,9 +84,7 @@ def seed_request_ms(env: WorkplaceServer, tasks: list, n: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print only the JSON object")
-    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser = arguments(__doc__)
     parser.add_argument("--repeat", type=int, default=3, help="passes over the 690 tasks")
     args = parser.parse_args()
 
