@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated project home, MLflow store and Prefect engine per session."""
+"""Shared fixtures: an isolated project home, MLflow store and Prefect engine per session, and a
+micro embedded model."""
 
 from __future__ import annotations
 
@@ -35,3 +36,17 @@ def prefect_engine(gym_home):
         ),
     ):
         yield
+
+
+@pytest.fixture(scope="session")
+def micro_tool_call_model(tmp_path_factory) -> Path:
+    """A real, untrained embedded model for ``tool_call`` (32 wide, 1 layer): seconds to build."""
+    from gymflow.env_registry import get_env
+    from gymflow.task_set import tokenizer_corpus
+    from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+
+    env = get_env("tool_call")
+    cfg = TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=400)
+    return ensure_tiny_model(
+        tmp_path_factory.mktemp("cache"), "tool_call", lambda: tokenizer_corpus(env, 400, 5), cfg
+    )

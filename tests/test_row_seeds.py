@@ -10,17 +10,13 @@ import pytest
 
 from gymflow.env_registry import get_env
 from gymflow.policy import TransformersPolicy
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.task_set import build_tasks
 
 
 @pytest.fixture(scope="module")
-def policy_and_prompts(tmp_path_factory):
+def policy_and_prompts(micro_tool_call_model):
     env = get_env("tool_call")
-    cfg = TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=400)
-    path = ensure_tiny_model(
-        tmp_path_factory.mktemp("cache"), "tool_call", lambda: tokenizer_corpus(env, 400, 5), cfg
-    )
+    path = micro_tool_call_model
     policy = TransformersPolicy.from_path(path)
     tasks = build_tasks(env, 12, seed=4, heldout_frac=0.0, val_frac=0.0)
     return policy, [policy.encode_prompt(t.prompt, t.tools) for t in tasks[:6]]

@@ -16,8 +16,7 @@ from gymflow import twin_clock
 from gymflow.env_registry import get_env
 from gymflow.failures import FailureKind, GymflowError
 from gymflow.sft import SFTSettings, demonstrations, run_sft
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.task_set import build_tasks
 
 SETTINGS = SFTSettings(
     max_steps=100_000, batch_size=4, eval_every=10**6, warmup_steps=0, target_sampled_success=2
@@ -25,14 +24,11 @@ SETTINGS = SFTSettings(
 
 
 @pytest.fixture(scope="module")
-def sft_inputs(tmp_path_factory):
+def sft_inputs(micro_tool_call_model):
     from transformers import AutoTokenizer
 
     env = get_env("tool_call")
-    cfg = TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=400)
-    base = ensure_tiny_model(
-        tmp_path_factory.mktemp("cache"), "tool_call", lambda: tokenizer_corpus(env, 400, 5), cfg
-    )
+    base = micro_tool_call_model
     tasks = build_tasks(env, 40, seed=3, heldout_frac=0.0, val_frac=0.0)
     return base, demonstrations(env, AutoTokenizer.from_pretrained(base), tasks)
 
