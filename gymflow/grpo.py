@@ -86,6 +86,16 @@ class GRPOSettings(BaseModel):
         True, description="Replace zero-variance groups with fresh ones."
     )
     max_resample_rounds: int = Field(2, description="Replacement rounds per batch at most.")
+    vllm: Literal["off", "colocate", "server"] = Field(
+        "off",
+        description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
+        'process ("colocate") or a `trl vllm-serve` server ("server"); TRL syncs the weights '
+        "before each rollout batch. Off: the training model generates (CPU path).",
+    )
+    vllm_server_url: str | None = Field(None, description='"server" mode: the server\'s URL.')
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0.0, le=1.0, description='"colocate" mode: the GPU share vLLM may take.'
+    )
     save_every: int = Field(20, description="Checkpoint every N steps (resume point).")
     time_budget_s: float | None = Field(
         340.0, description="Stop after this much training wall time."
@@ -119,7 +129,7 @@ class RolloutSource:
         started = time.time()
         g = trainer.num_generations
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
-        policy = TransformersPolicy(trainer.model, trainer.processing_class)
+        policy = rollout_policy(trainer)
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
         all_eps: list[Episode] = []
@@ -167,6 +177,24 @@ class RolloutSource:
 
         eps = self.loop.run_until_complete(go())
         return [eps[i : i + g] for i in range(0, len(eps), g)]
+
+
+def rollout_policy(trainer):
+    """The policy this step's rollouts sample from.
+
+    With vLLM on, TRL has just synced the trainer's weights into its engine (``GRPOTrainer.
+    _generate`` does it before calling ``rollout_func``), so the engine is the current policy:
+    ``colocate`` hands us the in-process ``vllm.LLM``, ``server`` a ``VLLMClient``. Otherwise
+    the training model itself generates.
+    """
+    if getattr(trainer, "use_vllm", False):
+        from gymflow.vllm_policy import VLLMPolicy, VLLMServerPolicy
+
+        engine = trainer.vllm_generation
+        if engine.mode == "colocate":
+            return VLLMPolicy(engine.llm, trainer.processing_class)
+        return VLLMServerPolicy(engine.vllm_client, trainer.processing_class)
+    return TransformersPolicy(trainer.model, trainer.processing_class)
 
 
 def env_reward(completions, env_reward, **kwargs) -> list[float]:
@@ -250,9 +278,22 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
     from trl import GRPOConfig
 
     batch = settings.prompts_per_step * settings.num_generations
+    vllm = {}
+    if settings.vllm != "off":
+        vllm = {
+            "use_vllm": True,
+            "vllm_mode": settings.vllm,
+            "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization,
+            **(
+                {"vllm_server_base_url": settings.vllm_server_url}
+                if settings.vllm_server_url
+                else {}
+            ),
+        }
     return GRPOConfig(
         output_dir=str(output_dir),
-        use_cpu=True,
+        use_cpu=settings.vllm == "off",  # vLLM needs the GPU; without it training stays on CPU
+        **vllm,
         bf16=False,
         fp16=False,
         max_steps=settings.max_steps,

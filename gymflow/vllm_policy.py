@@ -124,3 +124,51 @@ class VLLMPolicy(TokenizerEncoding):
             [{"prompt_token_ids": list(p)} for p in prompts], sampling_params=params, use_tqdm=False
         )
         return [to_generation(o.outputs[0], self.tokenizer) for o in outputs]
+
+
+class VLLMServerPolicy(TokenizerEncoding):
+    """A :class:`~gymflow.policy.Policy` over TRL's ``VLLMClient`` (a ``trl vllm-serve`` server).
+
+    The GRPO stage uses it in TRL's server mode: TRL pushes the trainer's weights to the server
+    before every call of our ``rollout_func``, so rollouts sample the current policy. Prompts go
+    as token ids; one completion per prompt (``n=1``) with the sampled token's logprob. The
+    server seeds a request as a whole, and a GRPO group repeats its prompt, so no seed is sent:
+    one seed would make the group's samples identical.
+    """
+
+    def __init__(self, client: Any, tokenizer: Any) -> None:
+        self.client, self.tokenizer = client, tokenizer
+        self.eos_id = tokenizer.eos_token_id
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        seed: int | list[int] | None = None,
+    ) -> list[Generation]:
+        out = self.client.generate(
+            prompts=[list(p) for p in prompts],
+            n=1,
+            temperature=0.0 if greedy else temperature,
+            max_tokens=max_new_tokens,
+            logprobs=0,
+            generation_kwargs={"skip_special_tokens": False},
+        )
+        completions, logprobs = out["completion_ids"], out["logprobs"]
+        if len(completions) != len(prompts) or any(
+            len(lp) != len(ids) for lp, ids in zip(logprobs, completions, strict=True)
+        ):
+            raise GymflowError(
+                FailureKind.BACKEND_UNAVAILABLE,
+                f"the vLLM server returned {len(completions)} completions (or logprobs that do "
+                f"not match them) for {len(prompts)} prompts",
+            )
+        gens = []
+        for ids, lps in zip(completions, logprobs, strict=True):
+            finished = bool(ids) and ids[-1] == self.eos_id
+            body = ids[:-1] if finished else ids
+            text = self.tokenizer.decode(body, skip_special_tokens=False)
+            gens.append(Generation(list(ids), [float(lp[0]) for lp in lps], text, finished))
+        return gens
