@@ -56,6 +56,13 @@ class Environment(ABC):
     runs it in a process pool, off the event loop, so other sessions are not stalled. The
     class must be importable (module + name) and build with no arguments in the workers."""
 
+    blocking_tools: ClassVar[frozenset[str]] = frozenset()
+    """Names of plain (sync) tools that block — sleep, disk, a subprocess, a sync client. The
+    server runs them in a worker thread so other sessions' requests go on meanwhile; other sync
+    tools run on the event loop (no thread hop: most tools are microseconds of Python). Async
+    tools are awaited. One session's calls come one at a time from its agent loop, so a
+    blocking tool may use its session's state without a lock."""
+
     @abstractmethod
     def tools(self) -> list[Callable[..., Any]]: ...
 

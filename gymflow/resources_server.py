@@ -24,6 +24,7 @@ dicts (``jsonable_encoder`` + validation) cost more than the rest of a trivial r
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import inspect
 import json
@@ -100,6 +101,10 @@ def build_app(
     app.router.on_shutdown.append(verifier.shutdown)
     specs = env.tool_specs
     wants_session = {name: "session" in _parameters(spec.fn) for name, spec in specs.items()}
+    blocking = set(env.blocking_tools)
+    unknown = blocking - set(specs)
+    if unknown:
+        raise ValueError(f"{env.name}.blocking_tools names no tool: {sorted(unknown)}")
     expected_auth = f"Bearer {token}".encode() if token else None
 
     def authorize(request: Request) -> None:
@@ -203,7 +208,10 @@ def build_app(
         if wants_session[name]:
             args["session"] = session.state
         try:
-            output = spec.fn(**args)
+            if name in blocking:  # declared blocking: off the event loop, others go on
+                output = await asyncio.to_thread(spec.fn, **args)
+            else:
+                output = spec.fn(**args)
             if inspect.isawaitable(output):  # an async tool (I/O-bound: waits without blocking)
                 output = await output
         except Exception as exc:  # a tool's own failure is an observation for the model
