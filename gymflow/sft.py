@@ -23,11 +23,12 @@ class SFTSettings(BaseModel):
     batch_size: int = Field(32, description="Demonstrations per step.")
     learning_rate: float = Field(1e-3, description="Peak learning rate (constant after warm-up).")
     warmup_steps: int = Field(20, description="Linear warm-up steps.")
-    eval_every: int = Field(50, description="Steps between sampled-success evaluations.")
+    eval_every: int = Field(25, description="Steps between sampled-success evaluations.")
     target_sampled_success: float = Field(
-        0.4,
+        0.3,
         description="Stop once validation success sampled at GRPO's temperature reaches this "
-        "(>1 = never): GRPO needs a start that succeeds on sampled rollouts some of the time.",
+        "(>1 = never): GRPO needs a start that succeeds on sampled rollouts some of the time, "
+        "and gains most from one that succeeds only some of the time (docs/tuning.md).",
     )
     seed: int = Field(0, description="Shuffling and init seed.")
 
