@@ -300,7 +300,7 @@ def main() -> None:
     parser.add_argument(
         "--cache",
         type=Path,
-        default=project_home() / "cache",
+        default=project_home() / ".cache",
         help="where the tiny model and its SFT are cached",
     )
     args = parser.parse_args()
