@@ -53,6 +53,8 @@ class FailureKind(StrEnum):
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
     INJECTED_FAILURE = "injected_failure"
+    FOLDER_BUSY = "folder_busy"
+    """Another process holds the folder's writer lock (two collectors into one folder)."""
     STAGE_ABANDONED = "stage_abandoned"
     """A stage running beside another stopped because that one failed (the SFT control)."""
     # answers graded against a reference (environments/judge, environments/reasoning_gym)

@@ -13,7 +13,9 @@ Finished rows are buffered and appended ``concurrency`` at a time as validated p
 (``OUT/rollouts/part-*.parquet``, temp file + rename). Rollout ids come from (run id,
 iteration, task id, sample index), so a collection killed at any point and run again with the
 same run id collects exactly the missing rollouts: none lost, none twice (rows still in the
-buffer at a kill are collected again). Not covered: two collectors writing the same folder.
+buffer at a kill are collected again). A second collector started on the same folder fails at
+once with ``folder_busy`` (:mod:`gymflow.folder_lock`; the kernel drops the lock if the holder
+dies).
 
 ``retry_failed`` also re-runs the rollouts whose latest row has no reward (an env or policy
 fault: ``env_unavailable``, ``timeout`` ...; scored mistakes such as ``invalid_json`` are
@@ -41,6 +43,7 @@ from pathlib import Path
 import pandera.polars as pa
 import polars as pl
 
+from gymflow import folder_lock
 from gymflow.agent_loop import Episode, Sampling, run_episode
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
@@ -151,21 +154,22 @@ async def collect_rollouts(
         settings.run_id, settings.iteration, settings.policy_version, settings.policy_spec,
         env.name, env.version, dataset_hash(tasks),
     )  # fmt: skip
-    attempts, unscored = _on_disk(folder, lineage)
-    write_tasks(tasks, out_dir / "tasks.parquet")  # exports read the tasks back from here
-    schema = collected_rollouts(settings.num_repeats, settings.reward_range)
-    planned = plan(tasks, settings)
-    missing = [p for p in planned if p.rollout_id not in attempts]
-    retries = [
-        replace(p, attempt=attempts[p.rollout_id] + 1)
-        for p in planned
-        if settings.retry_failed and p.rollout_id in unscored
-    ]
-    todo = missing + retries
-    window = _Window(folder, schema, lineage, settings, len(planned), len(planned) - len(todo))
-    turns = ModelTurns(policy, settings.sampling, settings.batch_wait_s)
-    with window.bar:
-        await _run_window(client, env, turns, todo, window)
+    with folder_lock.exclusive(out_dir):  # one writer: a second collector fails at once
+        attempts, unscored = _on_disk(folder, lineage)
+        write_tasks(tasks, out_dir / "tasks.parquet")  # exports read the tasks back from here
+        schema = collected_rollouts(settings.num_repeats, settings.reward_range)
+        planned = plan(tasks, settings)
+        missing = [p for p in planned if p.rollout_id not in attempts]
+        retries = [
+            replace(p, attempt=attempts[p.rollout_id] + 1)
+            for p in planned
+            if settings.retry_failed and p.rollout_id in unscored
+        ]
+        todo = missing + retries
+        window = _Window(folder, schema, lineage, settings, len(planned), len(planned) - len(todo))
+        turns = ModelTurns(policy, settings.sampling, settings.batch_wait_s)
+        with window.bar:
+            await _run_window(client, env, turns, todo, window)
     wall = time.time() - started
     return CollectReport(
         run_id=settings.run_id,

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import socket
 
 import polars as pl
@@ -14,6 +15,7 @@ from asgi_faults import refusing_seed
 
 from environments.counter import CounterServer
 from environments.tool_call import ToolCallServer
+from gymflow import folder_lock
 from gymflow.env_client import EnvClient
 from gymflow.failures import FailureKind, GymflowError
 from gymflow.nemo_gym import read_rollout_rows
@@ -120,6 +122,18 @@ def test_rerun_resumes_without_loss_or_duplicates(tmp_path, tasks):
     assert not list(folder.glob("*.tmp"))
     again = collect(COUNTER, gold(tasks), tasks, tmp_path, cfg.__class__(**{**vars(cfg)}))
     assert again.collected == 0 and again.parts == []
+
+
+def test_a_second_collector_on_the_same_folder_fails_at_once(tmp_path, tasks):
+    folder = tmp_path / ROLLOUTS_DIR
+    folder.mkdir()
+    with folder_lock.exclusive(tmp_path):  # a first collector holds the folder
+        with pytest.raises(GymflowError, match=f"pid {os.getpid()}") as err:
+            collect(COUNTER, gold(tasks), tasks[:2], tmp_path, settings())
+        assert err.value.kind == FailureKind.FOLDER_BUSY
+        assert read_parts(folder).is_empty()  # it wrote nothing
+    report = collect(COUNTER, gold(tasks), tasks[:2], tmp_path, settings())  # released: runs
+    assert report.collected == 6
 
 
 def test_ids_do_not_depend_on_chunking(tasks):
