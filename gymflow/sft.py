@@ -17,6 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
+"""The MLflow metric of every checkpoint-picking evaluation (step = the SFT step)."""
+
 
 class SFTSettings(BaseModel):
     max_steps: int = Field(400, description="Optimizer steps at most.")
@@ -87,7 +90,7 @@ def run_sft(
                 if log_to_mlflow:
                     import mlflow
 
-                    mlflow.log_metric("sft/val_sampled_success", score, step=step)
+                    mlflow.log_metric(SAMPLED_SUCCESS_METRIC, score, step=step)
                 if score >= self.best:
                     self.best = score
                     _save(model, tokenizer, best_dir)

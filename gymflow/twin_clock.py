@@ -8,8 +8,8 @@ only ~1.4× slower per step than alone with two (measured in docs/tuning.md): mo
 in the same run.
 
 The two processes meet through marker files in the GRPO stage's folder. GRPO clears them when
-it starts and, when it ends, writes its training wall time (and thread count, and the config
-digest so a marker from another configuration is never trusted); the control trains until
+it starts and, when it ends, writes its training wall time (with the config digest, so a
+marker from another configuration is never trusted); the control trains until
 its own training wall time reaches GRPO's. If GRPO fails the control stops with an error (so
 a re-run does not find a finished control with the wrong budget), and it stops too if the
 process that started it is gone. On a re-run where GRPO's result is cached the marker is
@@ -47,10 +47,10 @@ def forget_failure(folder: Path) -> None:
     (folder / FAILED).unlink(missing_ok=True)
 
 
-def mark_finished(folder: Path, wall_s: float, threads: int, digest: str) -> None:
+def mark_finished(folder: Path, wall_s: float, digest: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / (FINISHED + ".tmp")
-    tmp.write_text(json.dumps({"wall_s": wall_s, "threads": threads, "digest": digest}))
+    tmp.write_text(json.dumps({"wall_s": wall_s, "digest": digest}))
     tmp.replace(folder / FINISHED)
 
 
@@ -60,7 +60,7 @@ def mark_failed(folder: Path, reason: str) -> None:
 
 
 def finished(folder: Path, digest: str) -> dict | None:
-    """GRPO's ``{"wall_s", "threads"}`` if it finished under this configuration, else None."""
+    """GRPO's ``{"wall_s", "digest"}`` if it finished under this configuration, else None."""
     try:
         info = json.loads((folder / FINISHED).read_text())
     except (FileNotFoundError, json.JSONDecodeError):

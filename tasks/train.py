@@ -25,7 +25,7 @@ from gymflow.policy import TransformersPolicy
 from gymflow.resources_server import build_app
 from gymflow.rollout_store import episode_rows, write_rollouts
 from gymflow.run_context import RunContext, stage
-from gymflow.sft import demonstrations, run_sft
+from gymflow.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
 from gymflow.task_table import read_tasks
 from tasks.options import STAGE_OPTIONS
 
@@ -113,7 +113,7 @@ def grpo_stage(
         settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
         source = RolloutSource(env, build_app(env), pool, settings, store)
         result = run_grpo(Path(start["path"]), folder, source, settings)
-        twin_clock.mark_finished(folder, result["wall_s"], threads_used, cfg.digest())
+        twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}
         )
@@ -150,9 +150,11 @@ def sft_control_stage(
             result = _sft(run, cfg, data, start["path"], run.dir / "sft_control", budget_s)
         else:
             result = _control_beside_grpo(run, cfg, data, start["path"], threads)
-            budget_s = result.pop("grpo_wall_s")
             _log_history(result["history"])
-    return {**result, "budget_s": budget_s, "beside_grpo": "grpo_threads" in result, **info}
+    beside = budget_s is None
+    if beside:
+        budget_s = result.pop("grpo_wall_s")
+    return {**result, "budget_s": budget_s, "beside_grpo": beside, **info}
 
 
 def _control_beside_grpo(
@@ -178,15 +180,14 @@ def _control_child(
     clock = twin_clock.TwinClock(run.dir / "grpo", cfg.digest(), parent_pid)
     out = run.dir / "sft_control"
     result = _sft(run, cfg, data, start, out, None, should_stop=clock, log_to_mlflow=False)
-    info = twin_clock.finished(run.dir / "grpo", cfg.digest()) or {}
-    return {**result, "grpo_wall_s": info.get("wall_s"), "grpo_threads": info.get("threads")}
+    return {**result, "grpo_wall_s": clock.budget_s}  # the wall time it matched
 
 
 def _log_history(history: list[dict]) -> None:
     import mlflow
 
     for point in history:
-        mlflow.log_metric("sft/val_sampled_success", point["sampled_success"], step=point["step"])
+        mlflow.log_metric(SAMPLED_SUCCESS_METRIC, point["sampled_success"], step=point["step"])
 
 
 @contextlib.contextmanager

@@ -36,12 +36,8 @@ def sft_inputs(micro_tool_call_model):
 def test_markers_round_trip_and_refuse_another_config(tmp_path):
     with twin_clock.grpo_markers(tmp_path):
         assert twin_clock.finished(tmp_path, "cfg-a") is None
-        twin_clock.mark_finished(tmp_path, 12.5, 1, "cfg-a")
-    assert twin_clock.finished(tmp_path, "cfg-a") == {
-        "wall_s": 12.5,
-        "threads": 1,
-        "digest": "cfg-a",
-    }
+        twin_clock.mark_finished(tmp_path, 12.5, "cfg-a")
+    assert twin_clock.finished(tmp_path, "cfg-a") == {"wall_s": 12.5, "digest": "cfg-a"}
     assert twin_clock.finished(tmp_path, "cfg-b") is None  # another configuration's GRPO
     with twin_clock.grpo_markers(tmp_path):  # a new GRPO attempt forgets the old result
         assert twin_clock.finished(tmp_path, "cfg-a") is None
@@ -71,7 +67,7 @@ def test_control_trains_until_grpo_reports_its_wall_time(sft_inputs, tmp_path):
 
     def grpo_finishes():  # GRPO's side: it trained 1.5 s, and says so after 1 s
         time.sleep(1.0)
-        twin_clock.mark_finished(grpo_dir, 1.5, 1, "cfg")
+        twin_clock.mark_finished(grpo_dir, 1.5, "cfg")
 
     threading.Thread(target=grpo_finishes).start()
     result = run_sft(base, tmp_path / "sft", demos, SETTINGS, None, None, False, clock)
