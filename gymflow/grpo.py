@@ -284,12 +284,9 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
             "use_vllm": True,
             "vllm_mode": settings.vllm,
             "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization,
-            **(
-                {"vllm_server_base_url": settings.vllm_server_url}
-                if settings.vllm_server_url
-                else {}
-            ),
         }
+        if settings.vllm_server_url:
+            vllm["vllm_server_base_url"] = settings.vllm_server_url
     return GRPOConfig(
         output_dir=str(output_dir),
         use_cpu=settings.vllm == "off",  # vLLM needs the GPU; without it training stays on CPU

@@ -71,6 +71,11 @@ def to_generation(output: Any, tokenizer: Any) -> Generation:
     # "stop" with no stop strings set means an EOS id ended it (generation_config may list
     # several, e.g. Qwen's <|im_end|> and <|endoftext|>), and vLLM keeps that id last.
     finished = output.finish_reason == "stop" and bool(token_ids)
+    return _generation(token_ids, logprobs, finished, tokenizer)
+
+
+def _generation(token_ids: list[int], logprobs: list[float], finished: bool, tokenizer: Any):
+    """The turn's text is its ids decoded with special tokens kept, minus the final EOS."""
     body = token_ids[:-1] if finished else token_ids
     text = tokenizer.decode(body, skip_special_tokens=False)
     return Generation(token_ids, logprobs, text, finished)
@@ -165,10 +170,12 @@ class VLLMServerPolicy(TokenizerEncoding):
                 f"the vLLM server returned {len(completions)} completions (or logprobs that do "
                 f"not match them) for {len(prompts)} prompts",
             )
-        gens = []
-        for ids, lps in zip(completions, logprobs, strict=True):
-            finished = bool(ids) and ids[-1] == self.eos_id
-            body = ids[:-1] if finished else ids
-            text = self.tokenizer.decode(body, skip_special_tokens=False)
-            gens.append(Generation(list(ids), [float(lp[0]) for lp in lps], text, finished))
-        return gens
+        return [
+            _generation(
+                list(ids),
+                [float(lp[0]) for lp in lps],
+                bool(ids) and ids[-1] == self.eos_id,
+                self.tokenizer,
+            )  # fmt: skip
+            for ids, lps in zip(completions, logprobs, strict=True)
+        ]

@@ -47,20 +47,19 @@ def test_rollouts_sample_from_the_engine_trl_just_synced(micro_tool_call_model, 
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(micro_tool_call_model)
-    plain = SimpleNamespace(use_vllm=False, model=model, processing_class=tokenizer)
-    assert isinstance(rollout_policy(plain), TransformersPolicy)
+
+    def trainer(**engine):  # the attributes of GRPOTrainer that rollout_policy reads
+        generation = SimpleNamespace(**engine) if engine else None
+        return SimpleNamespace(
+            use_vllm=bool(engine), model=model, processing_class=tokenizer,
+            vllm_generation=generation,
+        )  # fmt: skip
+
+    assert isinstance(rollout_policy(trainer()), TransformersPolicy)
     llm, client = object(), object()
-    colocate = SimpleNamespace(
-        use_vllm=True, model=model, processing_class=tokenizer,
-        vllm_generation=SimpleNamespace(mode="colocate", llm=llm),
-    )  # fmt: skip
-    policy = rollout_policy(colocate)
+    policy = rollout_policy(trainer(mode="colocate", llm=llm))
     assert isinstance(policy, VLLMPolicy) and policy.llm is llm
-    server = SimpleNamespace(
-        use_vllm=True, model=model, processing_class=tokenizer,
-        vllm_generation=SimpleNamespace(mode="server", vllm_client=client),
-    )  # fmt: skip
-    policy = rollout_policy(server)
+    policy = rollout_policy(trainer(mode="server", vllm_client=client))
     assert isinstance(policy, VLLMServerPolicy) and policy.client is client
 
 
