@@ -243,8 +243,9 @@ async def _advance(
     if not calls or turn + 1 >= env.max_turns:
         ep.done = True
         return
-    for output in await _call_tools(client, ep, calls):
-        obs_ids = policy.encode_observation(output)
+    outputs = await _call_tools(client, ep, calls)
+    for i, output in enumerate(outputs):
+        obs_ids = policy.encode_observation(output, last=i == len(outputs) - 1)
         ep.completion_ids += obs_ids
         ep.logprobs += [0.0] * len(obs_ids)
         ep.env_mask += [0] * len(obs_ids)

@@ -46,7 +46,7 @@ def run(
     else:
         cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
         if config is not None:
-            cfg = cfg.model_validate({**cfg.model_dump(), **json.loads(config.read_text())})
+            cfg = cfg.overridden(json.loads(config.read_text()))
         if seed is not None:
             cfg = cfg.model_copy(update={"seed": seed})
     ctx = open_run(home, run_dir, cfg)

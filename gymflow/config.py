@@ -63,6 +63,19 @@ class LifecycleConfig(BaseModel):
         0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
     )
 
+    def overridden(self, changes: dict) -> LifecycleConfig:
+        """This config with ``changes`` applied field by field, nested settings included
+        (``{"grpo": {"learning_rate": 2e-4}}`` keeps every other GRPO setting)."""
+
+        def merge(base: dict, new: dict) -> dict:
+            out = dict(base)
+            for key, value in new.items():
+                nested = isinstance(value, dict) and isinstance(base.get(key), dict)
+                out[key] = merge(base[key], value) if nested else value
+            return out
+
+        return self.model_validate(merge(self.model_dump(), changes))
+
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -7,6 +7,8 @@ An environment is a class with
 * ``generate(n, seed)`` — deterministic task drafts ``(prompt, ground_truth)``;
 * ``verify(task, items)`` — the pure scoring function wrapped by the server's ``/verify``;
 * ``gold_text(task)`` — what a perfect policy writes (demonstrations, profiling, self-check);
+  ``gold_turns(task)`` the same turn by turn for a multi-turn episode (the SFT stage plays it
+  through the server and trains on each turn with the real tool outputs before it);
 * ``probes(task)`` — adversarial answers with the highest reward each may get;
 * ``importers()`` — optional external task formats for ``gymflow verify --format``.
 

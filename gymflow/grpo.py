@@ -64,7 +64,7 @@ class LoraSettings(BaseModel):
 class GRPOSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
-    max_steps: int = Field(120, description="Optimizer steps.")
+    max_steps: int = Field(150, description="Optimizer steps.")
     prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
     num_generations: int = Field(8, description="Completions per task (G, the group size).")
     learning_rate: float = Field(1e-4, description="Constant learning rate.")

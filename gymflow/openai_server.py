@@ -147,7 +147,7 @@ def encode_conversation(
     rest = messages[first:]
     if rest and rest[-1].get("role") == "assistant":
         raise BadRequest("the last message is an assistant turn: nothing to answer")
-    for m in rest:
+    for i, m in enumerate(rest):
         role = m.get("role")
         if role == "assistant":
             encode = getattr(policy, "encode_assistant", None)
@@ -155,7 +155,8 @@ def encode_conversation(
                 raise BadRequest(f"{type(policy).__name__} cannot encode an assistant turn")
             ids += encode(_assistant_text(m))
         elif role == "tool":
-            ids += policy.encode_observation(_text(m.get("content")))
+            last = i + 1 == len(rest) or rest[i + 1].get("role") != "tool"
+            ids += policy.encode_observation(_text(m.get("content")), last=last)
         else:
             raise BadRequest(f"a {role!r} message after the first assistant turn is not served")
     return ids

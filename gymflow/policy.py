@@ -48,8 +48,9 @@ class Policy(Protocol):
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]: ...
 
-    def encode_observation(self, output: str) -> list[int]:
-        """Token ids of a tool result turn, including the next assistant header."""
+    def encode_observation(self, output: str, last: bool = True) -> list[int]:
+        """Token ids of a tool result turn; the last result of a turn adds the next assistant
+        header (several results of one turn follow each other, as the chat template writes)."""
         ...
 
     def generate(
@@ -133,8 +134,10 @@ class TokenizerEncoding:
         )
         return list(ids)
 
-    def encode_observation(self, output: str) -> list[int]:
-        text = "\n<|im_start|>tool\n" + output + "<|im_end|>\n<|im_start|>assistant\n"
+    def encode_observation(self, output: str, last: bool = True) -> list[int]:
+        text = "\n<|im_start|>tool\n" + output + "<|im_end|>"
+        if last:
+            text += "\n<|im_start|>assistant\n"
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def encode_assistant(self, text: str) -> list[int]:

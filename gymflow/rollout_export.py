@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from gymflow.agent_loop import Episode
+from gymflow.conversation import messages_from_items, split_rendered
 from gymflow.failures import FailureKind, GymflowError
 from gymflow.rollout_engine import ROLLOUTS_DIR
 from gymflow.rollout_store import read_parts
@@ -121,30 +122,8 @@ def dpo_rows(df: pl.DataFrame, tasks: dict[str, Task], render) -> list[dict]:
 
 
 def completion_messages(task: Task, row: dict) -> list[dict]:
-    """The episode after its prompt as chat messages: one assistant message per turn (its
-    calls as ``tool_calls``), one ``tool`` message per call output."""
-    items = json.loads(row["trajectory"])[len(task.prompt) :]
-    messages: list[dict] = []
-    for item in items:
-        kind = item["type"]
-        if kind == "function_call":
-            call = {
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"]},
-            }
-            last = messages[-1] if messages else None
-            if last and last["role"] == "assistant" and last.get("tool_calls"):
-                last["tool_calls"].append(call)  # calls of one turn are consecutive items
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            messages.append(
-                {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}
-            )
-        elif kind == "message":
-            messages.append({"role": item["role"], "content": item["content"]})
-    return messages
+    """The episode after its prompt as chat messages (see :mod:`gymflow.conversation`)."""
+    return messages_from_items(json.loads(row["trajectory"])[len(task.prompt) :])
 
 
 def _scored_groups(df: pl.DataFrame) -> list[list[dict]]:
@@ -164,20 +143,7 @@ def _renderer(tokenizer_path: Path | None):
     tok = AutoTokenizer.from_pretrained(str(tokenizer_path))
 
     def render(task: Task, messages: list[dict]) -> tuple[str, str]:
-        prompt = tok.apply_chat_template(
-            task.prompt, tools=task.tools, add_generation_prompt=True, tokenize=False
-        )
-        whole = tok.apply_chat_template(task.prompt + messages, tools=task.tools, tokenize=False)
-        if not whole.startswith(prompt):
-            raise GymflowError(
-                FailureKind.BAD_REQUEST,
-                f"{tokenizer_path}: the chat template's generation prompt is not a prefix of the "
-                "rendered conversation; it cannot split prompt from completion",
-            )
-        completion = whole[len(prompt) :]
-        if tok.eos_token and completion.rstrip("\n").endswith(tok.eos_token):
-            completion = completion.rstrip("\n")  # as the demonstrations end: at EOS
-        return prompt, completion
+        return split_rendered(tok, task.prompt, task.tools, messages)
 
     return render
 

@@ -32,7 +32,8 @@ class ScriptedPolicy:
         self._lengths.add(len(ids))
         return ids
 
-    def encode_observation(self, output: str) -> list[int]:
+    def encode_observation(self, output: str, last: bool = True) -> list[int]:
+        """Each output between two markers (a script has no assistant header to add)."""
         return [EOS + 1, *output.encode(), EOS + 2]
 
     def encode_assistant(self, text: str) -> list[int]:
@@ -67,7 +68,7 @@ class ScriptedPolicy:
         while EOS in rest:
             turn += 1
             rest = rest[rest.index(EOS) + 1 :]
-            if rest and rest[0] == EOS + 1:
+            while rest and rest[0] == EOS + 1:  # every output of the turn's calls
                 end = rest.index(EOS + 2)
                 observations.append(bytes(rest[1:end]).decode())
                 rest = rest[end + 1 :]

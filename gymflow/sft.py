@@ -37,16 +37,35 @@ class SFTSettings(BaseModel):
 
 
 def demonstrations(env, tokenizer, tasks) -> list[dict]:
-    """``{"prompt", "completion"}`` pairs: the rendered prompt and the gold answer plus EOS."""
-    return [
-        {
-            "prompt": tokenizer.apply_chat_template(
-                t.prompt, tools=t.tools, add_generation_prompt=True, tokenize=False
-            ),
-            "completion": env.gold_text(t) + tokenizer.eos_token,
-        }
-        for t in tasks
-    ]
+    """``{"prompt", "completion"}`` pairs: the rendered prompt and the gold answer plus EOS.
+
+    A task whose gold episode takes several turns (``env.gold_turns``: a multi-step
+    environment's calls, then its answer) gives one pair per assistant turn: the gold episode
+    is played through the in-process resources server, so each later turn's prompt holds the
+    real tool outputs the model will see, and the loss stays on the model's own turns.
+    """
+    from gymflow.conversation import messages_from_items, split_rendered
+    from gymflow.examples import play
+
+    pairs, multi = [], []
+    for t in tasks:
+        turns = env.gold_turns(t)
+        if len(turns) > 1:
+            multi.append((t, turns))
+            continue
+        prompt = tokenizer.apply_chat_template(
+            t.prompt, tools=t.tools, add_generation_prompt=True, tokenize=False
+        )
+        pairs.append({"prompt": prompt, "completion": turns[0] + tokenizer.eos_token})
+    for episode in play(env, multi) if multi else []:
+        task = episode.task
+        messages = messages_from_items(episode.items[len(task.prompt) :])
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant":
+                history = [*task.prompt, *messages[:i]]
+                prompt, completion = split_rendered(tokenizer, history, task.tools, [message])
+                pairs.append({"prompt": prompt, "completion": completion})
+    return pairs
 
 
 def run_sft(
