@@ -13,6 +13,7 @@ from collections import Counter
 from gymflow.agent_loop import Sampling, run_episodes
 from gymflow.env_client import EnvClient
 from gymflow.environment import Environment
+from gymflow.failures import FailureKind
 from gymflow.policy import TransformersPolicy
 from gymflow.stats import mean_ci, wilson
 from gymflow.task_record import Task
@@ -45,21 +46,29 @@ def evaluate_policy(
     rows = []
     for k, episodes in enumerate(asyncio.run(go())):
         for ep in episodes:
+            valid = _well_formed(ep.score)
             rows.append(
                 {
                     "task_id": ep.task.task_id,
                     "sample_idx": k,
                     "reward": ep.reward,
                     "success": bool(ep.score["success"]),
-                    "valid_json": ep.score["components"].get("format", 0.0) == 1.0,
-                    "unsafe": ep.score["components"].get("safe", 1.0) == 0.0
-                    and ep.score["components"].get("format", 0.0) == 1.0,
+                    "valid_json": valid,
+                    "unsafe": ep.score["components"].get("safe", 1.0) == 0.0 and valid,
                     "failure_kind": ep.score["failure_kind"],
                     "completion_tokens": len(ep.completion_ids),
                     "latency_s": ep.latency_s,
                 }
             )
     return rows, summarize(rows)
+
+
+def _well_formed(score: dict) -> bool:
+    """Every turn parsed: the verifier's ``format`` component where it reports one (tool_call),
+    else no ``invalid_json`` failure (verifiers such as workplace's score outcomes only)."""
+    if "format" in score["components"]:
+        return score["components"]["format"] == 1.0
+    return score["failure_kind"] != FailureKind.INVALID_JSON
 
 
 def summarize(rows: list[dict]) -> dict:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from gymflow.failures import FailureKind, GymflowError
+
 SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
 """The MLflow metric of every checkpoint-picking evaluation (step = the SFT step)."""
 
@@ -136,7 +138,7 @@ def run_sft(
         use_cpu=True,
         bf16=False,
         fp16=False,
-        max_length=256,
+        max_length=model.config.max_position_embeddings,  # the model's whole context
         dataloader_num_workers=0,
         gradient_checkpointing=False,
         seed=settings.seed,
@@ -150,6 +152,12 @@ def run_sft(
         callbacks=[Watch()],
     )
     trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
+    if len(trainer.train_dataset) == 0:  # TRL drops pairs with nothing left to learn
+        raise GymflowError(
+            FailureKind.BAD_REQUEST,
+            f"none of the {len(demos)} demonstrations fits the model's "
+            f"{model.config.max_position_embeddings}-token context with its completion",
+        )
     trainer.train()
     if evaluate is None or not best_dir.exists():
         _save(model, tokenizer, best_dir)

@@ -121,3 +121,24 @@ def test_config_overrides_merge_nested_settings():
     assert full.tiny_model.hidden_size == LifecycleConfig().tiny_model.hidden_size
     with pytest.raises(ValueError):
         smoke.overridden({"grpo": {"no_such_setting": 1}})
+
+
+def test_demonstrations_longer_than_the_context_fail_with_a_kind(tmp_path):
+    """A prompt that fills the model's context leaves TRL nothing to learn from; SFT says so
+    (bad_request, naming the context) instead of crashing in the data loader."""
+    from gymflow.failures import FailureKind, GymflowError
+    from gymflow.sft import SFTSettings, run_sft
+    from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+
+    env = get_env("tool_call")
+    cfg = TinyModelConfig(
+        hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=200, max_positions=24
+    )
+    model = ensure_tiny_model(tmp_path, "tool_call", lambda: tokenizer_corpus(env, 200, 5), cfg)
+    from transformers import AutoTokenizer
+
+    tasks = build_tasks(env, 20, 1, 0.0, 0.0)
+    demos = demonstrations(env, AutoTokenizer.from_pretrained(model), tasks)
+    with pytest.raises(GymflowError) as err:
+        run_sft(model, tmp_path / "sft", demos, SFTSettings(max_steps=2), log_to_mlflow=False)
+    assert err.value.kind == FailureKind.BAD_REQUEST and "24-token context" in str(err.value)
