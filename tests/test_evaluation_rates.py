@@ -1,0 +1,33 @@
+"""The evaluation's valid-format rate for verifiers that report a ``format`` component
+(tool_call) and for those that score outcomes only (workplace): a well-formed episode counts
+as valid, a malformed one does not, whichever way the verifier says it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymflow.env_registry import get_env
+from gymflow.evaluation import evaluate_policy
+from gymflow.resources_server import build_app
+from gymflow.scripted_policy import ScriptedPolicy
+from gymflow.task_set import build_tasks
+
+
+@pytest.mark.parametrize("env_name", ["tool_call", "workplace"])
+def test_valid_format_rate_counts_well_formed_episodes(env_name):
+    env = get_env(env_name)
+    app = build_app(env)
+    # Short gold episodes: a scripted turn's "tokens" are bytes, and the episode cap is in tokens.
+    tasks = [t for t in build_tasks(env, 40, 1, 0.0, 0.0) if len(env.gold_turns(t)) <= 2][:6]
+    script = {"\n".join(m["content"] for m in t.prompt): env.gold_turns(t) for t in tasks}
+
+    def say_gold(prompt: str, turn: int, observations: list[str]) -> str:
+        turns = script[prompt]
+        return turns[min(turn, len(turns) - 1)]
+
+    gold = ScriptedPolicy(say_gold)
+    broken = ScriptedPolicy.replay(['<tool_call>{"name": "x", "arguments": </tool_call>'])
+    rows, good = evaluate_policy(env, app, gold, tasks, max_new_tokens=1 << 20)
+    assert good["success"] == 1.0 and good["valid_json"] == 1.0, rows
+    rows, bad = evaluate_policy(env, app, broken, tasks, max_new_tokens=1 << 20)
+    assert bad["valid_json"] == 0.0 and {r["failure_kind"] for r in rows} == {"invalid_json"}
