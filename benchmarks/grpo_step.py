@@ -1,11 +1,13 @@
 """GRPO step time: our ``rollout_func`` against TRL's own paths, side by side in one process.
 
-    python benchmarks/grpo_step.py [--json] [--out FILE] [--steps N] [--cache DIR]
+    python benchmarks/grpo_step.py [--json] [--out FILE] [--steps N] [--repeats R] [--cache DIR]
 
 Same model (the embedded tiny model after a short SFT on whole gold ``counter`` episodes, see
 :mod:`benchmarks.grpo_envs`), same machine, same ``GRPOConfig`` (``gymflow.grpo.trainer_config``),
-B×G = 4×8 = 32 rollouts per step, one warm-up step then the median of ``--steps`` steps, timed
-from ``on_step_begin`` to ``on_step_end`` (generation, tools, rewards, loss, optimizer):
+B×G = 4×8 = 32 rollouts per step, timed from ``on_step_begin`` to ``on_step_end`` (generation,
+tools, rewards, loss, optimizer). Each path trains ``--repeats`` times from the same start, the
+paths alternating; a run's first step is warm-up, and the figure is the median over the
+measured steps of all its runs:
 
 (a) slow tools — ``counter`` (up to 4 turns: two increments, a read, the answer) with every tool
     call taking 50 ms of waiting (a remote call):
@@ -77,6 +79,7 @@ class StepTimer:
             def __init__(self) -> None:
                 self.times: list[float] = []
                 self.cpu: list[float] = []
+                self.lengths: list[float] = []  # TRL's mean completion length per step
                 self._t = self._c = 0.0
 
             def on_step_begin(self, args, state, control, **kw):
@@ -86,19 +89,36 @@ class StepTimer:
                 self.times.append(time.perf_counter() - self._t)
                 self.cpu.append(time.process_time() - self._c)
 
+            def on_log(self, args, state, control, logs=None, **kw):
+                if logs and "completions/mean_length" in logs:
+                    self.lengths.append(logs["completions/mean_length"])
+
         return _Timer()
 
 
-def _median_after_warmup(times: list[float]) -> float:
-    return round(statistics.median(times[1:]), 3)
-
-
 def _timings(timer, rollout_times: list[float]) -> dict:
+    """One training run's per-step samples, its warm-up step left out."""
     return {
-        "step_s": _median_after_warmup(timer.times),
-        "step_cpu_s": _median_after_warmup(timer.cpu),
-        "rollout_s": _median_after_warmup(rollout_times),
+        "step_s": timer.times[1:],
+        "step_cpu_s": timer.cpu[1:],
+        "rollout_s": rollout_times[1:],
+        "completion_tokens": timer.lengths[1:],
     }
+
+
+def _pooled(runs: list[dict]) -> dict:
+    """Medians over the steps of every repeat of one path (mean completion tokens, and the
+    mean of per-run figures such as tool calls per rollout)."""
+    out = {}
+    for key in runs[0]:
+        values = [v for run in runs for v in (run[key] if isinstance(run[key], list) else [])]
+        if key == "completion_tokens":
+            out[key] = round(statistics.mean(values), 1)
+        elif values:
+            out[key] = round(statistics.median(values), 3)
+        else:
+            out[key] = round(statistics.mean(run[key] for run in runs), 2)
+    return out
 
 
 class TimedSource(RolloutSource):
@@ -227,7 +247,7 @@ def bare_trl(policy: Path, tasks, gs: GRPOSettings, out: Path) -> dict:
     return _timings(timer, trainer.rollout_times)
 
 
-def run(steps: int, cache: Path) -> dict:
+def run(steps: int, cache: Path, repeats: int = 3) -> dict:
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
     import torch
 
@@ -240,12 +260,18 @@ def run(steps: int, cache: Path) -> dict:
     gs = settings(steps)
     multi, single = CounterServer(), OneTurnCounter()
     tasks = build_tasks(multi, 400, seed=21, heldout_frac=0.0, val_frac=0.0)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
-        slow = ours(policy, multi, SlowTools(build_app(multi), DELAY_S), tasks, gs, out / "a")
-        trl_env = environment_factory(policy, tasks, gs, out / "b")
-        instant = ours(policy, single, build_app(single), tasks, gs, out / "c")
-        bare = bare_trl(policy, tasks, gs, out / "d")
+    runs: dict[str, list[dict]] = {"slow": [], "trl_env": [], "instant": [], "bare": []}
+    # The paths alternate (a b c d a b c d …) so that a noisy stretch of a shared machine lands
+    # on every path rather than on one: single sequential runs moved the instant ratio by ±35 %.
+    for r in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            slow_app = SlowTools(build_app(multi), DELAY_S)
+            runs["slow"].append(ours(policy, multi, slow_app, tasks, gs, out / "a"))
+            runs["trl_env"].append(environment_factory(policy, tasks, gs, out / "b"))
+            runs["instant"].append(ours(policy, single, build_app(single), tasks, gs, out / "c"))
+            runs["bare"].append(bare_trl(policy, tasks, gs, out / "d"))
+    slow, trl_env, instant, bare = (_pooled(runs[k]) for k in ("slow", "trl_env", "instant", "bare"))
     return {
         "benchmark": "grpo_step",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -266,7 +292,8 @@ def run(steps: int, cache: Path) -> dict:
             "tool_delay_s": DELAY_S,
             "measured_steps": steps,
             "warmup_steps": 1,
-            "statistic": "median step wall time",
+            "repeats": repeats,
+            "statistic": "median step wall time over every repeat's measured steps",
             "dynamic_sampling": gs.dynamic_sampling,
             "device": "cpu",
         },
@@ -290,13 +317,20 @@ def run(steps: int, cache: Path) -> dict:
         "cpu_ratio_vs_bare_trl": round(instant["step_cpu_s"] / bare["step_cpu_s"], 3),
         "rollout_s_ours_instant": instant["rollout_s"],
         "rollout_s_bare_trl": bare["rollout_s"],
+        "completion_tokens_ours": slow["completion_tokens"],
+        "completion_tokens_environment_factory": trl_env["completion_tokens"],
+        "completion_tokens_ours_instant": instant["completion_tokens"],
+        "completion_tokens_bare_trl": bare["completion_tokens"],
         "model_prep_s": round(prep_s, 1),
     }
 
 
 def main() -> None:
     parser = arguments(__doc__)
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per path")
+    parser.add_argument("--steps", type=int, default=4, help="measured steps per path and repeat")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each path, alternating between paths"
+    )
     parser.add_argument(
         "--cache",
         type=Path,
@@ -307,7 +341,7 @@ def main() -> None:
     from gymflow.home import quiet_libraries
 
     quiet_libraries()
-    result = run(args.steps, args.cache)
+    result = run(args.steps, args.cache, args.repeats)
     emit(result, args.out)
 
 
