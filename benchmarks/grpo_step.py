@@ -263,7 +263,7 @@ def run(steps: int, cache: Path, repeats: int = 3) -> dict:
     runs: dict[str, list[dict]] = {"slow": [], "trl_env": [], "instant": [], "bare": []}
     # The paths alternate (a b c d a b c d …) so that a noisy stretch of a shared machine lands
     # on every path rather than on one: single sequential runs moved the instant ratio by ±35 %.
-    for r in range(repeats):
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
             slow_app = SlowTools(build_app(multi), DELAY_S)
