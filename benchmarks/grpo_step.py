@@ -271,7 +271,9 @@ def run(steps: int, cache: Path, repeats: int = 3) -> dict:
             runs["trl_env"].append(environment_factory(policy, tasks, gs, out / "b"))
             runs["instant"].append(ours(policy, single, build_app(single), tasks, gs, out / "c"))
             runs["bare"].append(bare_trl(policy, tasks, gs, out / "d"))
-    slow, trl_env, instant, bare = (_pooled(runs[k]) for k in ("slow", "trl_env", "instant", "bare"))
+    slow, trl_env, instant, bare = (
+        _pooled(runs[k]) for k in ("slow", "trl_env", "instant", "bare")
+    )
     return {
         "benchmark": "grpo_step",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
