@@ -38,6 +38,15 @@ class Generation:
     """Decoded completion without EOS / padding (special tool-call tokens kept)."""
     finished: bool
 
+    @classmethod
+    def decoded(
+        cls, token_ids: list[int], logprobs: list[float], finished: bool, tokenizer
+    ) -> Generation:
+        """A turn from its ids: the text is the ids decoded with special tokens kept, minus the
+        final EOS when ``finished`` (every backend builds its turns this way)."""
+        body = token_ids[:-1] if finished else token_ids
+        return cls(token_ids, logprobs, tokenizer.decode(body, skip_special_tokens=False), finished)
+
 
 class Policy(Protocol):
     """What the agent loop needs from a token-level backend.
@@ -259,7 +268,5 @@ class TransformersPolicy(TokenizerEncoding):
             row = seqs[i]
             finished = self.eos_id in row
             n = row.index(self.eos_id) + 1 if finished else len(row)
-            body = row[: n - 1] if finished else row[:n]
-            text = self.tokenizer.decode(body, skip_special_tokens=False)
-            gens.append(Generation(row[:n], chosen[i][:n], text, finished))
+            gens.append(Generation.decoded(row[:n], chosen[i][:n], finished, self.tokenizer))
         return gens

@@ -71,14 +71,7 @@ def to_generation(output: Any, tokenizer: Any) -> Generation:
     # "stop" with no stop strings set means an EOS id ended it (generation_config may list
     # several, e.g. Qwen's <|im_end|> and <|endoftext|>), and vLLM keeps that id last.
     finished = output.finish_reason == "stop" and bool(token_ids)
-    return _generation(token_ids, logprobs, finished, tokenizer)
-
-
-def _generation(token_ids: list[int], logprobs: list[float], finished: bool, tokenizer: Any):
-    """The turn's text is its ids decoded with special tokens kept, minus the final EOS."""
-    body = token_ids[:-1] if finished else token_ids
-    text = tokenizer.decode(body, skip_special_tokens=False)
-    return Generation(token_ids, logprobs, text, finished)
+    return Generation.decoded(token_ids, logprobs, finished, tokenizer)
 
 
 class VLLMPolicy(TokenizerEncoding):
@@ -171,7 +164,7 @@ class VLLMServerPolicy(TokenizerEncoding):
                 f"not match them) for {len(prompts)} prompts",
             )
         return [
-            _generation(
+            Generation.decoded(
                 list(ids),
                 [float(lp[0]) for lp in lps],
                 bool(ids) and ids[-1] == self.eos_id,
