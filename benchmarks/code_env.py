@@ -25,11 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-from environments.code import sandbox
-from environments.code.execution import Program, run_program
-from environments.code.humaneval import load_tasks
-from environments.code.probes import gold_code
-from environments.code.sandbox import Interpreter, Limits
+from gymflow.environments.code import sandbox
+from gymflow.environments.code.execution import Program, run_program
+from gymflow.environments.code.humaneval import load_tasks
+from gymflow.environments.code.probes import gold_code
+from gymflow.environments.code.sandbox import Interpreter, Limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -30,16 +30,18 @@ import time
 import zlib
 from pathlib import Path
 
-from environments.counter import CounterServer
-from environments.counter import server as counter
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.policy_spec import load_policy
-from gymflow.resources_server import build_app
-from gymflow.rollout_engine import CollectSettings, collect_rollouts, plan
-from gymflow.rollout_store import Lineage, collected_row, write_part
-from gymflow.schemas import collected_rollouts
-from gymflow.task_set import build_tasks
+from gymflow.environments.counter import CounterServer
+from gymflow.environments.counter import server as counter
+
+from gymflow.data.schemas import collected_rollouts
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.spec import load_policy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.engine import CollectSettings, collect_rollouts, plan
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.store import Lineage, collected_row, write_part
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

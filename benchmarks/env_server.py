@@ -33,12 +33,13 @@ from pathlib import Path
 
 import httpx
 
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.env_registry import get_env
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.registry import get_env
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -18,12 +18,13 @@ import asyncio
 import json
 from pathlib import Path
 
-from environments.counter.server import Counter, CounterServer
-from environments.counter.server import get_counter_value as _get
-from environments.counter.server import increment_counter as _inc
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
-from gymflow.tool_calls import render_call
+from gymflow.environments.counter.server import Counter, CounterServer
+from gymflow.environments.counter.server import get_counter_value as _get
+from gymflow.environments.counter.server import increment_counter as _inc
+
+from gymflow.core.tool_calls import render_call
+from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
 
 TINY = TinyModelConfig(hidden_size=96, num_layers=2, intermediate_size=288, corpus_size=2000)
 SFT_STEPS = 150
@@ -101,13 +102,13 @@ def gold_episode(env: CounterServer, task, eos: str) -> str:
 
 
 def _observation(output: dict) -> str:
-    # The same text as gymflow.policy.TokenizerEncoding.encode_observation.
+    # The same text as gymflow.policy.base.TokenizerEncoding.encode_observation.
     return "\n<|im_start|>tool\n" + json.dumps(output) + "<|im_end|>\n<|im_start|>assistant\n"
 
 
 def counter_policy(cache: Path) -> Path:
     """The embedded tiny model after a short SFT on whole gold counter episodes (cached)."""
-    from gymflow.sft import SFTSettings, run_sft
+    from gymflow.train.sft import SFTSettings, run_sft
 
     env = CounterServer()
     base = ensure_tiny_model(cache, "counter", lambda: tokenizer_corpus(env, 2000, 5), TINY)

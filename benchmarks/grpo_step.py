@@ -3,7 +3,7 @@
     python benchmarks/grpo_step.py [--json] [--out FILE] [--steps N] [--repeats R] [--cache DIR]
 
 Same model (the embedded tiny model after a short SFT on whole gold ``counter`` episodes, see
-:mod:`benchmarks.grpo_envs`), same machine, same ``GRPOConfig`` (``gymflow.grpo.trainer_config``),
+:mod:`benchmarks.grpo_envs`), same machine, same ``GRPOConfig`` (``gymflow.train.grpo.trainer_config``),
 B×G = 4×8 = 32 rollouts per step, timed from ``on_step_begin`` to ``on_step_end`` (generation,
 tools, rewards, loss, optimizer). Each path trains ``--repeats`` times from the same start, the
 paths alternating; a run's first step is warm-up, and the figure is the median over the
@@ -11,7 +11,7 @@ measured steps of all its runs:
 
 (a) slow tools — ``counter`` (up to 4 turns: two increments, a read, the answer) with every tool
     call taking 50 ms of waiting (a remote call):
-    * ``step_s_ours``: ``run_grpo`` with :class:`gymflow.grpo.RolloutSource`: the 32 episodes run
+    * ``step_s_ours``: ``run_grpo`` with :class:`gymflow.train.grpo.RolloutSource`: the 32 episodes run
       concurrently against the resources server, each turn one batched generation, the tool
       calls of all episodes overlapped;
     * ``step_s_environment_factory``: TRL's ``environment_factory`` with the same counter logic
@@ -50,6 +50,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gymflow.environments.counter.server import CounterServer  # noqa: E402
+
 from benchmarks.grpo_envs import (  # noqa: E402
     SFT_STEPS,
     CounterToolEnv,
@@ -59,11 +61,10 @@ from benchmarks.grpo_envs import (  # noqa: E402
     counter_reward,
 )
 from benchmarks.report import arguments, emit  # noqa: E402
-from environments.counter.server import CounterServer  # noqa: E402
-from gymflow.grpo import GRPOSettings, RolloutSource, run_grpo, trainer_config  # noqa: E402
-from gymflow.home import project_home  # noqa: E402
-from gymflow.resources_server import build_app  # noqa: E402
-from gymflow.task_set import build_tasks  # noqa: E402
+from gymflow.data.task_set import build_tasks  # noqa: E402
+from gymflow.env.resources_server import build_app  # noqa: E402
+from gymflow.lifecycle.home import project_home  # noqa: E402
+from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo, trainer_config  # noqa: E402
 
 DELAY_S = 0.05
 MAX_COMPLETION = 256  # the whole multi-turn completion (model + tool tokens), as in Sampling
@@ -340,7 +341,7 @@ def main() -> None:
         help="where the tiny model and its SFT are cached",
     )
     args = parser.parse_args()
-    from gymflow.home import quiet_libraries
+    from gymflow.lifecycle.home import quiet_libraries
 
     quiet_libraries()
     result = run(args.steps, args.cache, args.repeats)

@@ -24,12 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-from environments.workplace import WorkplaceServer
-from environments.workplace.verifier import _gold_replay
-from environments.workplace.workbench import workbench_tasks
-from gymflow.env_client import EnvClient
-from gymflow.resources_server import build_app
-from gymflow.trajectory import assistant_items, prompt_items
+from gymflow.environments.workplace import WorkplaceServer
+from gymflow.environments.workplace.verifier import _gold_replay
+from gymflow.environments.workplace.workbench import workbench_tasks
+
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from gymflow.home import configure_prefect, project_home
+from gymflow.lifecycle.home import configure_prefect, project_home
 
 configure_prefect(project_home())  # before Prefect reads its settings
 
@@ -22,9 +22,10 @@ from prefect import flow  # noqa: E402
 @flow(name="rlvr-lifecycle-scheduled")
 def scheduled_lifecycle(config: dict | None = None) -> dict:
     """Entry point of the deployment: one lifecycle run with a fresh run id."""
-    from flows.lifecycle import lifecycle
-    from gymflow.config import LifecycleConfig
-    from gymflow.run_context import new_run_id, open_run
+    from gymflow.flows.lifecycle import lifecycle
+
+    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.run_context import new_run_id, open_run
 
     home = project_home()
     cfg = LifecycleConfig.model_validate(config or {})

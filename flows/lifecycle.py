@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import time
 
+from gymflow.tasks.evaluate import baseline_eval
+from gymflow.tasks.gate import heldout_gate
+from gymflow.tasks.generate import generate_tasks
+from gymflow.tasks.policy import resolve_policy
+from gymflow.tasks.profile import profile_verifier_stage
+from gymflow.tasks.promote import promote
+from gymflow.tasks.train import grpo_stage, sft_control_stage, sft_stage
 from prefect import flow
 
-from gymflow import twin_clock
-from gymflow.config import LifecycleConfig
-from gymflow.run_context import RunContext
-from gymflow.summary import build_summary, write_summary
-from tasks.evaluate import baseline_eval
-from tasks.gate import heldout_gate
-from tasks.generate import generate_tasks
-from tasks.policy import resolve_policy
-from tasks.profile import profile_verifier_stage
-from tasks.promote import promote
-from tasks.train import grpo_stage, sft_control_stage, sft_stage
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.summary import build_summary, write_summary
+from gymflow.train import twin_clock
 
 
 @flow(name="rlvr-lifecycle")

@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 
 import polars as pl
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow.config import LifecycleConfig
-from gymflow.env_registry import get_env
-from gymflow.evaluation import evaluate_policy
-from gymflow.policy import TransformersPolicy
-from gymflow.resources_server import build_app
-from gymflow.run_context import RunContext, stage
-from gymflow.schemas import EVAL_ROWS, write_table
-from gymflow.task_table import read_tasks
-from tasks.options import STAGE_OPTIONS
+from gymflow.data.schemas import EVAL_ROWS, write_table
+from gymflow.data.task_table import read_tasks
+from gymflow.env.registry import get_env
+from gymflow.env.resources_server import build_app
+from gymflow.eval.evaluation import evaluate_policy
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.policy.transformers_backend import TransformersPolicy
 
 
 def evaluate_split(

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import polars as pl
+from gymflow.tasks.evaluate import evaluate_split
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow.config import LifecycleConfig
-from gymflow.gate import decide
-from gymflow.run_context import RunContext, stage
-from gymflow.stats import paired_delta
-from tasks.evaluate import evaluate_split
-from tasks.options import STAGE_OPTIONS
+from gymflow.eval.gate import decide
+from gymflow.eval.stats import paired_delta
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext, stage
 
 
 def _paired(a_rows: str, b_rows: str) -> dict:

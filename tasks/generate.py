@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow.config import LifecycleConfig
-from gymflow.env_registry import get_env
-from gymflow.run_context import RunContext, stage
-from gymflow.task_set import build_tasks
-from gymflow.task_table import dataset_hash, tasks_frame, write_tasks
-from tasks.options import STAGE_OPTIONS
+from gymflow.data.task_set import build_tasks
+from gymflow.data.task_table import dataset_hash, tasks_frame, write_tasks
+from gymflow.env.registry import get_env
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext, stage
 
 
 @task(name="generate_tasks", **STAGE_OPTIONS)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow.config import LifecycleConfig
-from gymflow.env_registry import get_env
-from gymflow.model_registry import champion_version, download_version, registered_name
-from gymflow.run_context import RunContext, stage
-from gymflow.task_set import tokenizer_corpus
-from gymflow.tiny_model import ensure_tiny_model
-from tasks.options import STAGE_OPTIONS
+from gymflow.data.task_set import tokenizer_corpus
+from gymflow.env.registry import get_env
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
+from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.policy.tiny_model import ensure_tiny_model
 
 
 @task(name="resolve_policy", **STAGE_OPTIONS)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 from prefect.artifacts import create_table_artifact
 
-from gymflow.config import LifecycleConfig
-from gymflow.env_registry import get_env
-from gymflow.evaluation import sample_texts
-from gymflow.profiling import profile_verifier
-from gymflow.run_context import RunContext, stage
-from gymflow.task_table import read_tasks
-from tasks.options import STAGE_OPTIONS
+from gymflow.data.task_table import read_tasks
+from gymflow.env.registry import get_env
+from gymflow.eval.evaluation import sample_texts
+from gymflow.eval.profiling import profile_verifier
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext, stage
 
 
 @task(name="profile_verifier", **STAGE_OPTIONS)

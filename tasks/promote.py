@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow.config import LifecycleConfig
-from gymflow.model_registry import (
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.model_registry import (
     champion_version,
     move_champion,
     register_candidate,
     registered_name,
 )
-from gymflow.run_context import RunContext, stage
-from tasks.options import STAGE_OPTIONS
+from gymflow.lifecycle.run_context import RunContext, stage
 
 
 @task(name="promote", **STAGE_OPTIONS)

@@ -5,7 +5,7 @@ answers; GRPO's pool is every other train task and sees only the verifier, never
 ``sft_control`` spends GRPO's measured wall time on more SFT over the same demonstrations, so
 the gain of RL is measured against the cheap alternative too; with ``control_beside_grpo`` it
 runs at the same time as GRPO in a spawned process, one CPU thread each
-(:mod:`gymflow.twin_clock`).
+(:mod:`gymflow.train.twin_clock`).
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import contextlib
 import random
 from pathlib import Path
 
+from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow import twin_clock
-from gymflow.config import LifecycleConfig
-from gymflow.env_registry import get_env
-from gymflow.evaluation import evaluate_policy
-from gymflow.grpo import RolloutSource, run_grpo
-from gymflow.policy import TransformersPolicy
-from gymflow.resources_server import build_app
-from gymflow.rollout_store import episode_rows, write_rollouts
-from gymflow.run_context import RunContext, stage
-from gymflow.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
-from gymflow.task_table import read_tasks
-from tasks.options import STAGE_OPTIONS
+from gymflow.data.task_table import read_tasks
+from gymflow.env.registry import get_env
+from gymflow.env.resources_server import build_app
+from gymflow.eval.evaluation import evaluate_policy
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.rollout.store import episode_rows, write_rollouts
+from gymflow.train import twin_clock
+from gymflow.train.grpo import RolloutSource, run_grpo
+from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
 
 
 def split_train(cfg: LifecycleConfig, data: dict):

@@ -14,10 +14,10 @@ def gym_home(tmp_path_factory) -> Path:
     """A throwaway GYMFLOW_HOME with MLflow (sqlite) and Prefect settings pointed into it."""
     home = tmp_path_factory.mktemp("gymhome")
     os.environ["GYMFLOW_HOME"] = str(home)
-    from gymflow.home import configure_prefect
+    from gymflow.lifecycle.home import configure_prefect
 
     configure_prefect(home)
-    from gymflow.tracking import configure
+    from gymflow.lifecycle.tracking import configure
 
     configure(home)
     return home
@@ -41,9 +41,9 @@ def prefect_engine(gym_home):
 @pytest.fixture(scope="session")
 def micro_tool_call_model(tmp_path_factory) -> Path:
     """A real, untrained embedded model for ``tool_call`` (32 wide, 1 layer): seconds to build."""
-    from gymflow.env_registry import get_env
-    from gymflow.task_set import tokenizer_corpus
-    from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+    from gymflow.data.task_set import tokenizer_corpus
+    from gymflow.env.registry import get_env
+    from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
 
     env = get_env("tool_call")
     cfg = TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=400)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.environment import Environment, TaskDraft
-from gymflow.resources_server import build_app
-from gymflow.scoring import Score
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import render_call
+from gymflow.core.scoring import Score
+from gymflow.core.tool_calls import render_call
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.environment import Environment, TaskDraft
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
 
 
 class NotesEnv(Environment):

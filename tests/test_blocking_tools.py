@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
-from gymflow.env_client import EnvClient
-from gymflow.environment import Environment, TaskDraft
-from gymflow.resources_server import build_app
-from gymflow.scoring import Score
-from gymflow.task_set import build_tasks
+from gymflow.core.scoring import Score
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.environment import Environment, TaskDraft
+from gymflow.env.resources_server import build_app
 
 GATE_TIMEOUT_S = 2.0
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from gymflow.cli.main import app
 from typer.testing import CliRunner
-
-from gymflow.cli import app
 
 runner = CliRunner()
 

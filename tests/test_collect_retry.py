@@ -11,24 +11,24 @@ from pathlib import Path
 import polars as pl
 import pytest
 from asgi_faults import refusing_seed
+from gymflow.cli.main import app
+from gymflow.environments.counter import CounterServer
 from typer.testing import CliRunner
 
-from environments.counter import CounterServer
-from gymflow.agent_loop import Sampling
-from gymflow.cli import app
-from gymflow.env_client import EnvClient
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.loopback import LoopbackServer
-from gymflow.nemo_gym import read_rollout_rows
-from gymflow.policy_spec import load_policy
-from gymflow.resources_server import build_app
-from gymflow.rollout_engine import ROLLOUTS_DIR, CollectSettings, collect_rollouts, plan
-from gymflow.rollout_export import export
-from gymflow.rollout_store import read_parts
-from gymflow.schemas import ROLLOUTS, write_table
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import CALL_CLOSE, CALL_OPEN
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tool_calls import CALL_CLOSE, CALL_OPEN
+from gymflow.data.nemo_gym import read_rollout_rows
+from gymflow.data.schemas import ROLLOUTS, write_table
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.loopback import LoopbackServer
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.policy.spec import load_policy
+from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect_rollouts, plan
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.export import export
+from gymflow.rollout.store import read_parts
 
 COUNTER = CounterServer()
 runner = CliRunner()
@@ -186,8 +186,9 @@ def test_parts_written_before_attempts_count_as_attempt_zero(tmp_path, tasks):
 
 def test_the_flow_takes_every_option_of_the_collection():
     """``flows/collect.py`` passes its parameters through by name: they must match."""
-    from flows.collect import collect
-    from gymflow.collection import run_collect
+    from gymflow.flows.collect import collect
+
+    from gymflow.rollout.collection import run_collect
 
     flow_params = set(inspect.signature(collect.fn).parameters)
     assert flow_params == set(inspect.signature(run_collect).parameters) - {"progress"}

@@ -8,17 +8,18 @@ import time
 import polars as pl
 import pytest
 
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.environment import Environment, TaskDraft
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.resources_server import build_app
-from gymflow.rollout_engine import ROLLOUTS_DIR, CollectSettings, collect, plan
-from gymflow.rollout_store import read_parts
-from gymflow.scoring import Score
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import render_call
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.scoring import Score
+from gymflow.core.tool_calls import render_call
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.environment import Environment, TaskDraft
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect, plan
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.store import read_parts
 
 N_TASKS, WINDOW = 12, 4
 

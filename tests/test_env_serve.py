@@ -13,17 +13,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.tool_call import ToolCallServer
 
-from environments.counter.server import CounterServer
-from environments.tool_call import ToolCallServer
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.resources_server import build_app
-from gymflow.scoring import Score
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import assistant_items
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.scoring import Score
+from gymflow.core.trajectory import assistant_items
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
 
 GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
 TOOL_ENV = ToolCallServer()

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from gymflow.env_registry import get_env
-from gymflow.evaluation import evaluate_policy
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
+from gymflow.data.task_set import build_tasks
+from gymflow.env.registry import get_env
+from gymflow.env.resources_server import build_app
+from gymflow.eval.evaluation import evaluate_policy
+from gymflow.policy.scripted import ScriptedPolicy
 
 
 @pytest.mark.parametrize("env_name", ["tool_call", "workplace"])

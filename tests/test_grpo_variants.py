@@ -15,14 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gymflow.environments.counter.server import CounterServer
 from pydantic import ValidationError
 
-from environments.counter.server import CounterServer
-from gymflow.grpo import GRPOSettings, LoraSettings, RolloutSource, run_grpo
-from gymflow.resources_server import build_app
-from gymflow.scoring import Score
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.core.scoring import Score
+from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.env.resources_server import build_app
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.train.grpo import GRPOSettings, LoraSettings, RolloutSource, run_grpo
 
 
 class GradedCounter(CounterServer):

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from gymflow.env_registry import get_env
-from gymflow.evaluation import evaluate_policy
-from gymflow.grpo import GRPOSettings, RolloutSource, run_grpo
-from gymflow.policy import TransformersPolicy
-from gymflow.resources_server import build_app
-from gymflow.sft import SFTSettings, demonstrations, run_sft
-from gymflow.stats import paired_delta
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.env.registry import get_env
+from gymflow.env.resources_server import build_app
+from gymflow.eval.evaluation import evaluate_policy
+from gymflow.eval.stats import paired_delta
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
+from gymflow.train.sft import SFTSettings, demonstrations, run_sft
 
 SFT_STEPS = 80  # greedy output is well-formed by then, sampled output (T=1) mostly is not
 GRPO_STEPS = 30

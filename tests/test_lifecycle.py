@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gymflow.config import LifecycleConfig
-from gymflow.failures import GymflowError
-from gymflow.run_context import RunContext
-from gymflow.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table
+from gymflow.core.failures import GymflowError
+from gymflow.data.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext
 
 STAGES_BEFORE_GATE = [
     "generate_tasks",
@@ -32,8 +32,9 @@ STAGES_BEFORE_GATE = [
 def finished_run(gym_home, prefect_engine, tmp_path_factory):
     import os
 
-    from flows.lifecycle import lifecycle
-    from gymflow.tracking import parent_run_id
+    from gymflow.flows.lifecycle import lifecycle
+
+    from gymflow.lifecycle.tracking import parent_run_id
 
     run_id = "e2e-smoke"
     run_dir = tmp_path_factory.mktemp("runs") / run_id
@@ -142,7 +143,7 @@ def test_parquet_outputs_validate(finished_run):
 def test_summary_and_registry_agree_with_gate(finished_run):
     from mlflow import MlflowClient
 
-    from gymflow.model_registry import champion_version
+    from gymflow.lifecycle.model_registry import champion_version
 
     ctx, _, summary, _ = finished_run
     on_disk = json.loads((Path(ctx.run_dir) / "summary.json").read_text())
@@ -167,8 +168,9 @@ def test_summary_and_registry_agree_with_gate(finished_run):
 
 
 def test_promote_moves_champion_only_when_gate_passes(finished_run):
-    from gymflow.model_registry import champion_version
-    from tasks.promote import promote
+    from gymflow.tasks.promote import promote
+
+    from gymflow.lifecycle.model_registry import champion_version
 
     ctx, cfg, summary, _ = finished_run
     policy = {"path": str(Path(ctx.run_dir) / "grpo" / "final")}

@@ -13,14 +13,14 @@ import json
 
 import pytest
 
-from gymflow.conversation import messages_from_items
-from gymflow.env_registry import get_env
-from gymflow.examples import play
-from gymflow.openai_server import encode_conversation
-from gymflow.policy import TokenizerEncoding
-from gymflow.sft import demonstrations
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import build_tokenizer
+from gymflow.core.conversation import messages_from_items
+from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.env.registry import get_env
+from gymflow.policy.openai_server import encode_conversation
+from gymflow.policy.tiny_model import build_tokenizer
+from gymflow.policy.transformers_backend import TokenizerEncoding
+from gymflow.rollout.examples import play
+from gymflow.train.sft import demonstrations
 
 
 class Encoding(TokenizerEncoding):
@@ -108,7 +108,7 @@ def test_config_overrides_merge_nested_settings():
     so ``datasets/workplace.json`` on top of ``--smoke`` keeps the smoke budget elsewhere."""
     from pathlib import Path
 
-    from gymflow.config import LifecycleConfig
+    from gymflow.lifecycle.config import LifecycleConfig
 
     smoke = LifecycleConfig.smoke()
     cfg = smoke.overridden({"env": "workplace", "grpo": {"max_new_tokens": 96}})
@@ -126,9 +126,9 @@ def test_config_overrides_merge_nested_settings():
 def test_demonstrations_longer_than_the_context_fail_with_a_kind(tmp_path):
     """A prompt that fills the model's context leaves TRL nothing to learn from; SFT says so
     (bad_request, naming the context) instead of crashing in the data loader."""
-    from gymflow.failures import FailureKind, GymflowError
-    from gymflow.sft import SFTSettings, run_sft
-    from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+    from gymflow.core.failures import FailureKind, GymflowError
+    from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+    from gymflow.train.sft import SFTSettings, run_sft
 
     env = get_env("tool_call")
     cfg = TinyModelConfig(

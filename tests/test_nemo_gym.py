@@ -13,21 +13,19 @@ import re
 from pathlib import Path
 
 import pytest
+from gymflow.cli.main import app
+from gymflow.environments.counter import CounterServer
 from typer.testing import CliRunner
 
-from environments.counter import CounterServer
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.cli import app
-from gymflow.env_client import EnvClient
-from gymflow.nemo_gym import (
-    parse_rollout_row,
-    read_rollout_rows,
-    rollout_row,
-    write_rollouts_jsonl,
-)
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.verify_file import VerifyInputError, load_tasks
+from gymflow.core.jsonl import InputFileError
+from gymflow.data.nemo_gym import parse_rollout_row, read_rollout_rows
+from gymflow.data.task_files import load_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.nemo_gym_rows import rollout_row, write_rollouts_jsonl
 
 SHARED = Path("/work/shared/data")
 NEMO_TASKS = (
@@ -236,7 +234,7 @@ def test_a_bad_rollout_row_is_named_by_its_line(tmp_path, gold_rollouts, case):
     path = tmp_path / "r.jsonl"
     path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
     with pytest.raises(
-        VerifyInputError, match=re.escape(f"r.jsonl:2: not a NeMo Gym rollout: {message}")
+        InputFileError, match=re.escape(f"r.jsonl:2: not a NeMo Gym rollout: {message}")
     ):
         read_rollout_rows(path)
     out = tmp_path / "s.jsonl"

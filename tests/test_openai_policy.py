@@ -14,23 +14,25 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from gymflow.environments.counter.server import CounterServer
 
-from environments.counter.server import CounterServer
-from gymflow.agent_loop import Episode, Sampling, run_episodes, training_batch
-from gymflow.chat_episode import chat_items, extend_token_view
-from gymflow.env_client import EnvClient
-from gymflow.evaluation import evaluate_policy
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.loopback import LoopbackServer
-from gymflow.openai_policy import OpenAIChatPolicy
-from gymflow.openai_server import build_openai_app
-from gymflow.policy import ChatTurn, TransformersPolicy
-from gymflow.policy_spec import load_policy
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
-from gymflow.tool_calls import render_call
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tool_calls import render_call
+from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.env.client import EnvClient
+from gymflow.env.loopback import LoopbackServer
+from gymflow.env.resources_server import build_app
+from gymflow.eval.evaluation import evaluate_policy
+from gymflow.policy.base import ChatTurn
+from gymflow.policy.openai_backend import OpenAIChatPolicy
+from gymflow.policy.openai_server import build_openai_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.policy.spec import load_policy
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.rollout.chat_turns import chat_items, extend_token_view
+from gymflow.rollout.driver import run_episodes, training_batch
+from gymflow.rollout.episode import Episode, Sampling
 
 ENV = CounterServer()
 LONG = Sampling(max_completion_tokens=1 << 20)  # scripted tokens are bytes: no budget cut

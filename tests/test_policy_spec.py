@@ -11,15 +11,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from gymflow.cli.main import app as cli
+from gymflow.environments.counter.server import CounterServer
 from typer.testing import CliRunner
 
-from environments.counter.server import CounterServer
-from gymflow.cli import app as cli
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.openai_policy import OpenAIChatPolicy
-from gymflow.policy_spec import PolicySpec, api_key, load_policy, parse_spec
-from gymflow.task_set import tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.data.task_set import tokenizer_corpus
+from gymflow.policy.openai_backend import OpenAIChatPolicy
+from gymflow.policy.spec import PolicySpec, api_key, load_policy, parse_spec
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
 
 ENV = CounterServer()
 
@@ -99,7 +99,7 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def test_transformers_specs_load_a_folder(tiny_model, tmp_path):
-    from gymflow.policy import TransformersPolicy
+    from gymflow.policy.transformers_backend import TransformersPolicy
 
     for spec in (str(tiny_model), f"transformers:{tiny_model}"):
         assert isinstance(load_policy(spec), TransformersPolicy)

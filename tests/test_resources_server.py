@@ -11,19 +11,19 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from gymflow.environments.tool_call import ToolCallServer
 from starlette.responses import JSONResponse, PlainTextResponse
 
-from environments.tool_call import ToolCallServer
-from gymflow.env_client import EnvClient
-from gymflow.environment import Environment, TaskDraft
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.loopback import LoopbackServer
-from gymflow.resources_server import build_app
-from gymflow.scoring import Score
-from gymflow.sessions import RequestError, Session, SessionStore
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import render_call
-from gymflow.trajectory import assistant_items
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.scoring import Score
+from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import assistant_items
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.environment import Environment, TaskDraft
+from gymflow.env.loopback import LoopbackServer
+from gymflow.env.resources_server import build_app
+from gymflow.env.sessions import RequestError, Session, SessionStore
 
 ENV = ToolCallServer()
 TASKS = build_tasks(ENV, 30, 11, 0.0, 0.0)

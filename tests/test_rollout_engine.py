@@ -12,36 +12,36 @@ import socket
 import polars as pl
 import pytest
 from asgi_faults import refusing_seed
+from gymflow.environments.counter import CounterServer
+from gymflow.environments.tool_call import ToolCallServer
 
-from environments.counter import CounterServer
-from environments.tool_call import ToolCallServer
-from gymflow import folder_lock
-from gymflow.env_client import EnvClient
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.nemo_gym import read_rollout_rows
-from gymflow.policy_spec import load_policy
-from gymflow.resources_server import build_app
-from gymflow.rollout_engine import (
+from gymflow.core import folder_lock
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.trajectory import prompt_items
+from gymflow.data.nemo_gym import read_rollout_rows
+from gymflow.data.schemas import collected_rollouts, validate
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.policy.spec import load_policy
+from gymflow.rollout.engine import (
     ROLLOUTS_DIR,
     CollectSettings,
     collect,
     collect_rollouts,
     plan,
 )
-from gymflow.rollout_export import export
-from gymflow.rollout_store import read_parts, rollout_id, rollouts_frame
-from gymflow.schemas import collected_rollouts, validate
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.sft import demonstrations
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import prompt_items
+from gymflow.rollout.export import export
+from gymflow.rollout.store import read_parts, rollout_id, rollouts_frame
+from gymflow.train.sft import demonstrations
 
 COUNTER = CounterServer()
 BIG = {"max_completion_tokens": 1 << 16}  # scripted tokens are bytes: no budget cut
 
 
 def settings(**kw) -> CollectSettings:
-    from gymflow.agent_loop import Sampling
+    from gymflow.rollout.episode import Sampling
 
     base = {"run_id": "run-a", "num_repeats": 3, "concurrency": 8, "sampling": Sampling(**BIG)}
     return CollectSettings(**{**base, **kw})
@@ -290,8 +290,8 @@ def test_dpo_skips_groups_without_a_preference(tmp_path, tasks):
 
 
 def test_sft_with_a_tokenizer_matches_the_sft_stage_demonstrations(tmp_path):
-    """Single-turn gold rollouts render exactly as gymflow.sft.demonstrations renders gold."""
-    from gymflow.tiny_model import build_tokenizer
+    """Single-turn gold rollouts render exactly as gymflow.train.sft.demonstrations renders gold."""
+    from gymflow.policy.tiny_model import build_tokenizer
 
     env = ToolCallServer()
     tasks = build_tasks(env, 6, seed=1, heldout_frac=0.0, val_frac=0.0)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from gymflow.cli.main import app
+from gymflow.environments.counter import CounterServer
 from typer.testing import CliRunner
 
-from environments.counter import CounterServer
-from gymflow.cli import app
-from gymflow.rollout_engine import ROLLOUTS_DIR, CollectSettings, plan
-from gymflow.rollout_store import read_parts
-from gymflow.task_set import build_tasks
+from gymflow.data.task_set import build_tasks
+from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, plan
+from gymflow.rollout.store import read_parts
 
 GYMFLOW = str(Path(sys.executable).parent / "gymflow")
 COUNTER = CounterServer()
@@ -77,7 +77,7 @@ def test_killed_collector_resumes_with_nothing_lost_or_duplicated(tmp_path, task
     assert "run kill-me:" in result.output
     assert f"{planned - before.height} collected, {before.height} already on disk" in result.output
     after = read_parts(parts)
-    from gymflow.verify_file import load_tasks
+    from gymflow.data.task_files import load_tasks
 
     expected = {
         p.rollout_id
@@ -152,7 +152,7 @@ def test_nemo_gym_task_format_and_exports_from_the_cli(tmp_path):
 
 def test_collect_flow_runs_the_same_collection(tmp_path, task_file, prefect_engine):
     """The flow on a real Prefect engine; a second run resumes (nothing left to collect)."""
-    from flows.collect import collect
+    from gymflow.flows.collect import collect
 
     small = tmp_path / "two.jsonl"
     small.write_text("".join(task_file.read_text().splitlines(keepends=True)[:2]))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from gymflow.env_registry import get_env
-from gymflow.policy import TransformersPolicy
-from gymflow.task_set import build_tasks
+from gymflow.data.task_set import build_tasks
+from gymflow.env.registry import get_env
+from gymflow.policy.transformers_backend import TransformersPolicy
 
 
 @pytest.fixture(scope="module")

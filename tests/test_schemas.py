@@ -8,11 +8,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from gymflow.environments.tool_call import ToolCallServer
 
-from environments.tool_call import ToolCallServer
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table, validate, write_table
-from gymflow.task_set import build_tasks
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.data.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table, validate, write_table
+from gymflow.data.task_set import build_tasks
 
 
 @pytest.fixture(scope="module")

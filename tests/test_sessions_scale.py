@@ -14,13 +14,13 @@ import gc
 import sys
 import time
 
+from gymflow.environments.counter.server import CounterServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from environments.counter.server import CounterServer
-from gymflow.env_client import EnvClient
-from gymflow.resources_server import build_app
-from gymflow.task_set import build_tasks
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
 
 N = 10_000
 ENV = CounterServer()

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gymflow.stats import Z95, mean_ci, paired_delta, wilson
+from gymflow.eval.stats import Z95, mean_ci, paired_delta, wilson
 
 
 def test_z95_is_the_two_sided_95_quantile():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from gymflow.env_registry import get_env
-from gymflow.task_set import tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.data.task_set import tokenizer_corpus
+from gymflow.env.registry import get_env
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
 
 
 def test_concurrent_builds_of_one_model_both_succeed(tmp_path):

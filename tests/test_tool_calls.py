@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from gymflow.failures import FailureKind
-from gymflow.tool_calls import CALL_CLOSE, CALL_OPEN, parse_assistant_text, render_call
-from gymflow.trajectory import assistant_items
+from gymflow.core.failures import FailureKind
+from gymflow.core.tool_calls import CALL_CLOSE, CALL_OPEN, parse_assistant_text, render_call
+from gymflow.core.trajectory import assistant_items
 
 GOLD = render_call("set_timer", {"minutes": 5})
 

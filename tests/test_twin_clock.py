@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from gymflow import twin_clock
-from gymflow.env_registry import get_env
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.sft import SFTSettings, demonstrations, run_sft
-from gymflow.task_set import build_tasks
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.data.task_set import build_tasks
+from gymflow.env.registry import get_env
+from gymflow.train import twin_clock
+from gymflow.train.sft import SFTSettings, demonstrations, run_sft
 
 SETTINGS = SFTSettings(
     max_steps=100_000, batch_size=4, eval_every=10**6, warmup_steps=0, target_sampled_success=2

@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from gymflow.cli.main import app
+from gymflow.environments.tool_call import ToolCallServer
 from typer.testing import CliRunner
 
-from environments.tool_call import ToolCallServer
-from gymflow.cli import app
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.task_record import Task
-from gymflow.verify_file import VerifyInputError, importers, load_tasks
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.jsonl import InputFileError
+from gymflow.core.task_record import Task
+from gymflow.data.task_files import importers, load_tasks
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[1] / "environments/tool_call/examples/tasks.jsonl"
@@ -230,7 +231,7 @@ def test_an_environment_adds_a_format_with_one_function(tmp_path):
     loaded = load_tasks(env, path, "flat")
     assert list(loaded) == ["ext-7"]
     write_rows(path, [{"id": "ext-8", "question": "q"}])
-    with pytest.raises(VerifyInputError, match=r"flat.jsonl:1: not a flat task: missing field"):
+    with pytest.raises(InputFileError, match=r"flat.jsonl:1: not a flat task: missing field"):
         load_tasks(env, path, "flat")
 
 
@@ -279,14 +280,14 @@ def test_a_bad_bfcl_answer_file_exits_2_naming_it(tmp_path):
 def test_gzipped_task_files_are_read_and_a_broken_one_is_a_corrupt_file(tmp_path):
     import gzip
 
-    from gymflow.verify_file import read_jsonl
+    from gymflow.core.jsonl import read_jsonl
 
     good = tmp_path / "tasks.jsonl.gz"
     good.write_bytes(gzip.compress(b'{"a": 1}\n\n{"b": 2}\n'))
     assert list(read_jsonl(good)) == [(1, {"a": 1}), (3, {"b": 2})]
     broken = tmp_path / "broken.jsonl.gz"
     broken.write_bytes(gzip.compress(b'{"a": 1}\n')[:-6])
-    with pytest.raises(VerifyInputError) as info:
+    with pytest.raises(InputFileError) as info:
         list(read_jsonl(broken))
     assert info.value.kind is FailureKind.CORRUPT_FILE and "broken.jsonl.gz" in str(info.value)
 
@@ -296,5 +297,5 @@ def test_errors_cross_process_boundaries_as_themselves():
 
     err = pickle.loads(pickle.dumps(GymflowError(FailureKind.TIMEOUT, "judge took 30 s")))
     assert err.kind is FailureKind.TIMEOUT and err.detail == "judge took 30 s"
-    bad = pickle.loads(pickle.dumps(VerifyInputError("t.jsonl", 4, "oops", FailureKind.NOT_UTF8)))
+    bad = pickle.loads(pickle.dumps(InputFileError("t.jsonl", 4, "oops", FailureKind.NOT_UTF8)))
     assert bad.kind is FailureKind.NOT_UTF8 and "t.jsonl:4" in str(bad)

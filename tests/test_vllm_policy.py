@@ -9,16 +9,17 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from gymflow.environments.counter.server import CounterServer
 
-from environments.counter.server import CounterServer
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.policy_spec import load_policy
-from gymflow.resources_server import build_app
-from gymflow.task_set import build_tasks, tokenizer_corpus
-from gymflow.tiny_model import TinyModelConfig, build_tokenizer, ensure_tiny_model
-from gymflow.vllm_policy import sampling_kwargs, to_generation
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.spec import load_policy
+from gymflow.policy.tiny_model import TinyModelConfig, build_tokenizer, ensure_tiny_model
+from gymflow.policy.vllm_backend import sampling_kwargs, to_generation
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
 
 ENV = CounterServer()
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -76,8 +77,8 @@ def test_vllm_generates_and_plays_an_episode(tmp_path_factory):
         lambda: tokenizer_corpus(ENV, cfg.corpus_size, 5),
         cfg,
     )
-    from gymflow.policy import TransformersPolicy
-    from gymflow.vllm_policy import VLLMPolicy
+    from gymflow.policy.transformers_backend import TransformersPolicy
+    from gymflow.policy.vllm_backend import VLLMPolicy
 
     policy = VLLMPolicy.from_path(path, gpu_memory_utilization=0.2, max_model_len=384)
     tasks = build_tasks(ENV, 4, seed=2, heldout_frac=0.0, val_frac=0.0)

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.grpo import GRPOSettings, rollout_policy, trainer_config
-from gymflow.policy import TransformersPolicy
-from gymflow.vllm_policy import VLLMPolicy, VLLMServerPolicy
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.policy.vllm_backend import VLLMPolicy, VLLMServerPolicy
+from gymflow.train.grpo import GRPOSettings, rollout_policy, trainer_config
 
 
 @pytest.fixture(scope="module")
@@ -112,10 +112,11 @@ HAS_GPU = importlib.util.find_spec("vllm") is not None and torch.cuda.is_availab
 @pytest.mark.skipif(not HAS_GPU, reason="needs vLLM (pip install 'gymflow[gpu]') and a CUDA GPU")
 def test_grpo_steps_with_colocated_vllm(micro_tool_call_model, tmp_path):
     """Where a GPU is lent: two real GRPO steps, rollouts sampled by TRL's colocated vLLM."""
-    from environments.counter.server import CounterServer
-    from gymflow.grpo import RolloutSource, run_grpo
-    from gymflow.resources_server import build_app
-    from gymflow.task_set import build_tasks
+    from gymflow.environments.counter.server import CounterServer
+
+    from gymflow.data.task_set import build_tasks
+    from gymflow.env.resources_server import build_app
+    from gymflow.train.grpo import RolloutSource, run_grpo
 
     env = CounterServer()
     pool = build_tasks(env, 16, seed=3, heldout_frac=0.0, val_frac=0.0)

@@ -23,9 +23,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from environments.code import sandbox
-from environments.code.sandbox import Interpreter, Limits
-from gymflow.failures import FailureKind, GymflowError
+from gymflow.environments.code import sandbox
+from gymflow.environments.code.sandbox import Interpreter, Limits
+
+from gymflow.core.failures import FailureKind, GymflowError
 
 MAX_CODE_CHARS = 100_000
 """A longer answer is not run (``payload_too_large``)."""

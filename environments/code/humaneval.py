@@ -13,8 +13,9 @@ import gzip
 import json
 from pathlib import Path
 
-from environments.code.generator import user_message
-from gymflow.task_record import Task, content_hash
+from gymflow.environments.code.generator import user_message
+
+from gymflow.core.task_record import Task, content_hash
 
 BUNDLED = Path(__file__).with_name("data") / "HumanEval.jsonl.gz"
 FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")

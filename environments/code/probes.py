@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gymflow.environment import Probe
-from gymflow.task_record import Task
+from gymflow.core.task_record import Task
+from gymflow.env.environment import Probe
 
 PROBES_PER_TASK = 3
 PROJECT_FILE = str(Path(__file__).resolve())

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gymflow.failures import FailureKind, GymflowError
+from gymflow.core.failures import FailureKind, GymflowError
 
 Isolation = Literal["bwrap", "unshare", "none"]
 TIERS: tuple[Isolation, ...] = ("bwrap", "unshare", "none")

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 
-from environments.code import generator, humaneval, probes, verifier
-from environments.code.sandbox import Limits
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.scoring import Score
-from gymflow.task_record import Task
+from gymflow.environments.code import generator, humaneval, probes, verifier
+from gymflow.environments.code.sandbox import Limits
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.env.environment import Environment, Probe, TaskDraft
 
 
 class CodeServer(Environment):

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from environments.code.answer import assemble, extract_code
-from environments.code.execution import Program, run_program
-from environments.code.sandbox import Limits
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.environments.code.answer import assemble, extract_code
+from gymflow.environments.code.execution import Program, run_program
+from gymflow.environments.code.sandbox import Limits
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 
 def answer_text(items: list[dict]) -> str:

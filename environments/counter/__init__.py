@@ -1,5 +1,5 @@
 """counter: session-isolated stateful tools (NeMo Gym's example_session_state_mgmt, done here)."""
 
-from environments.counter.server import CounterServer
+from gymflow.environments.counter.server import CounterServer
 
 __all__ = ["CounterServer"]

@@ -21,12 +21,12 @@ import random
 import re
 from collections.abc import Callable
 
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.failures import FailureKind
-from gymflow.nemo_gym import nemo_task
-from gymflow.scoring import Score
-from gymflow.task_record import Task
-from gymflow.tool_calls import render_call
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.tool_calls import render_call
+from gymflow.data.nemo_gym import nemo_task
+from gymflow.env.environment import Environment, Probe, TaskDraft
 
 
 class Counter:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from environments.games.server import GamesServer
-from gymflow.examples import play, rollout_rows
-from gymflow.task_record import Task
-from gymflow.task_set import build_tasks
-from gymflow.verify_file import write_jsonl_atomic
+from gymflow.environments.games.server import GamesServer
+
+from gymflow.core.jsonl import write_jsonl_atomic
+from gymflow.core.task_record import Task
+from gymflow.data.task_set import build_tasks
+from gymflow.rollout.examples import play, rollout_rows
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 SEED = 2026

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from functools import reduce
 from operator import xor
 
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 OPPONENTS = ("optimal", "seeded")
 

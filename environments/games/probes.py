@@ -6,10 +6,11 @@ every turn; ``tests/test_games_probes.py`` checks each is caught for the reason 
 
 from __future__ import annotations
 
-from environments.games import nim, sudoku
-from environments.games.tools import placement_calls
-from gymflow.environment import Probe
-from gymflow.tool_calls import render_call
+from gymflow.environments.games import nim, sudoku
+from gymflow.environments.games.tools import placement_calls
+
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Probe
 
 
 def sudoku_probes(truth: dict) -> list[Probe]:

@@ -13,14 +13,15 @@ import contextlib
 import json
 import random
 
-from environments.games import nim, sudoku
-from environments.games.probes import nim_probes, sudoku_probes
-from environments.games.tools import TOOLS, placement_calls
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.scoring import Score
-from gymflow.task_record import Task
-from gymflow.tool_calls import render_call
-from gymflow.tool_schema import tool_spec
+from gymflow.environments.games import nim, sudoku
+from gymflow.environments.games.probes import nim_probes, sudoku_probes
+from gymflow.environments.games.tools import TOOLS, placement_calls
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Environment, Probe, TaskDraft
+from gymflow.env.tool_schema import tool_spec
 
 SPECS = {fn.__name__: tool_spec(fn) for fn in TOOLS}
 SUDOKU_CLUES = {4: (4, 8), 9: (28, 40)}

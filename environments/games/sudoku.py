@@ -19,8 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 BLANK = "."
 

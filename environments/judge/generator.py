@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import random
 
-from environments.judge.rubric import DEFAULT_RUBRIC, Rubric
-from gymflow.environment import TaskDraft
+from gymflow.environments.judge.rubric import DEFAULT_RUBRIC, Rubric
+
+from gymflow.env.environment import TaskDraft
 
 # (question, reference answer, key points)
 QUESTIONS: list[tuple[str, str, list[str]]] = [

@@ -2,7 +2,7 @@
 
 The judge is any server speaking ``/v1/chat/completions``: vLLM serve, a hosted API, or
 ``gymflow policy serve`` (any gymflow policy). Requests go through gymflow's ``openai`` backend
-(:class:`gymflow.openai_policy.OpenAIChatPolicy`: timeouts, retries of transport errors, 429 and
+(:class:`gymflow.policy.openai_backend.OpenAIChatPolicy`: timeouts, retries of transport errors, 429 and
 5xx, a kind for each failure), run on a fresh event loop per verdict because ``verify`` is
 synchronous and runs in a worker process (``heavy_verify``). A reply that is not a verdict is
 asked again (a new seed) up to ``verdict_retries`` times. What cannot be had raises
@@ -25,10 +25,10 @@ import asyncio
 import os
 from dataclasses import dataclass
 
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.openai_policy import OpenAIChatPolicy
-from gymflow.policy import ChatRequest
-from gymflow.sessions import RequestError
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.env.sessions import RequestError
+from gymflow.policy.base import ChatRequest
+from gymflow.policy.openai_backend import OpenAIChatPolicy
 
 URL_VARIABLE = "GYMFLOW_JUDGE_URL"
 KEY_VARIABLE = "GYMFLOW_JUDGE_API_KEY"

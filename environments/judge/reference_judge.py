@@ -23,9 +23,10 @@ import argparse
 import json
 import re
 
-from environments.judge.rubric import CANDIDATE_HEADER, KEY_POINTS_HEADER
-from gymflow.openai_server import build_openai_app
-from gymflow.scripted_policy import ScriptedPolicy
+from gymflow.environments.judge.rubric import CANDIDATE_HEADER, KEY_POINTS_HEADER
+
+from gymflow.policy.openai_server import build_openai_app
+from gymflow.policy.scripted import ScriptedPolicy
 
 ADDRESSES_GRADER = re.compile(
     r"\b(ignore|disregard)\b.{0,60}\b(rubric|instructions?|criteria|above)\b"

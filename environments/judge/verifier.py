@@ -8,7 +8,7 @@ asked. Otherwise the judge's reply must be a verdict in the rubric's strict form
 seed, up to ``verdict_retries`` times.
 
 No verdict is not a score of 0: when the judge cannot be reached, times out or keeps answering
-garbage, the returned :class:`~gymflow.scoring.Score` carries a judge failure kind
+garbage, the returned :class:`~gymflow.core.scoring.Score` carries a judge failure kind
 (:data:`NO_VERDICT`) and ``components["judged"] == 0.0``; its ``reward`` field is only a
 placeholder. :class:`environments.judge.server.JudgeServer` never hands such a score to a
 trainer: it raises instead (see its docstring).
@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from environments.judge.judge_client import JudgeFailure
-from environments.judge.rubric import BadVerdict, Rubric, judge_messages, parse_verdict
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.environments.judge.judge_client import JudgeFailure
+from gymflow.environments.judge.rubric import BadVerdict, Rubric, judge_messages, parse_verdict
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 Judge = Callable[[list[dict], int], str]
 

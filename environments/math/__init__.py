@@ -1,5 +1,5 @@
 """math: one question, one reply; the final answer (``\\boxed{}``) checked with math-verify."""
 
-from environments.math.server import MathServer
+from gymflow.environments.math.server import MathServer
 
 __all__ = ["MathServer"]

@@ -24,11 +24,10 @@ import logging
 from functools import lru_cache
 
 import sympy
+from gymflow.environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
+from gymflow.environments.math.guards import Uncheckable, check_commands, check_size
 from math_verify import LatexExtractionConfig, parse, verify
 from sympy.matrices import MatrixBase
-
-from environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
-from environments.math.guards import Uncheckable, check_commands, check_size
 
 CPU_LIMIT_S = 2.0
 """CPU seconds one comparison may use; gold-against-gold checks take at most ~0.2 s."""

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from environments.math.extract import last_boxed
-from gymflow.task_record import Task, content_hash
+from gymflow.environments.math.extract import last_boxed
+
+from gymflow.core.task_record import Task, content_hash
 
 DATA = Path(__file__).parent / "data"
 FILES = {"gsm8k": "gsm8k_test.jsonl", "math500": "math500_test.jsonl"}

@@ -9,8 +9,8 @@ counts and that a long or slow answer is refused even when it is right.
 
 from __future__ import annotations
 
-from gymflow.environment import Probe
-from gymflow.tool_calls import render_call
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Probe
 
 STUFFED = ", ".join(str(k) for k in range(40))
 

@@ -9,11 +9,12 @@ resources server runs it in a process pool (``heavy_verify``).
 
 from __future__ import annotations
 
-from environments.math import generator, loaders, verifier
-from environments.math.probes import probes_for
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.scoring import Score
-from gymflow.task_record import Task
+from gymflow.environments.math import generator, loaders, verifier
+from gymflow.environments.math.probes import probes_for
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.env.environment import Environment, Probe, TaskDraft
 
 
 class MathServer(Environment):

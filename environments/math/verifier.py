@@ -27,10 +27,11 @@ apart in every report. Components (for metrics; the reward is ``correct`` alone)
 
 from __future__ import annotations
 
-from environments.math.equivalence import Uncheckable, equivalent
-from environments.math.extract import extract_answer
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.environments.math.equivalence import Uncheckable, equivalent
+from gymflow.environments.math.extract import extract_answer
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 
 def score(ground_truth: dict, items: list[dict]) -> Score:

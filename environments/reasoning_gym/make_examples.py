@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from environments.reasoning_gym.server import ReasoningGymServer
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.nemo_gym import rollout_row
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.verify_file import write_jsonl_atomic
+from gymflow.environments.reasoning_gym.server import ReasoningGymServer
+
+from gymflow.core.jsonl import write_jsonl_atomic
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.nemo_gym_rows import rollout_row
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 SEED = 2026

@@ -16,7 +16,7 @@ import os
 import signal
 from dataclasses import asdict
 
-from environments.reasoning_gym.selfcheck import (
+from gymflow.environments.reasoning_gym.selfcheck import (
     SHIPPED,
     CheckResult,
     _key,

@@ -39,9 +39,10 @@ from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
-from environments.reasoning_gym.answer import answer_text, extract_answer
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.sessions import RequestError
+from gymflow.environments.reasoning_gym.answer import answer_text, extract_answer
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.env.sessions import RequestError
 
 CHECK_VERSION = 2
 """Bump when the checks change: cached results of older checks are then ignored."""
@@ -124,7 +125,7 @@ def fingerprints_elsewhere(
     """
     code = (
         "import json, sys\n"
-        "from environments.reasoning_gym.selfcheck import fingerprints\n"
+        "from gymflow.environments.reasoning_gym.selfcheck import fingerprints\n"
         "families, config, seed, entries, out_path = json.loads(sys.argv[1])\n"
         "out = {}\n"
         "for f in families:\n"

@@ -27,20 +27,21 @@ from __future__ import annotations
 import math
 import random
 
-from environments.reasoning_gym.answer import INSTRUCTION, answer_text, extract_answer
-from environments.reasoning_gym.selfcheck import (
+from gymflow.environments.reasoning_gym.answer import INSTRUCTION, answer_text, extract_answer
+from gymflow.environments.reasoning_gym.selfcheck import (
     ScorerRefused,
     dataset,
     is_zero_answer,
     require_trusted,
     rg_version,
 )
-from environments.reasoning_gym.selfcheck import entry as cached_entry
-from environments.reasoning_gym.settings import RGSettings
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
-from gymflow.task_record import Task
+from gymflow.environments.reasoning_gym.selfcheck import entry as cached_entry
+from gymflow.environments.reasoning_gym.settings import RGSettings
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.env.environment import Environment, Probe, TaskDraft
 
 ENTRY_KEYS = ("dataset_seed", "dataset_size", "index")
 

@@ -45,9 +45,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from environments.tool_call.verifier import assistant_outputs, format_failure
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.environments.tool_call.verifier import assistant_outputs, format_failure
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 PY_TYPES = {
     "string": str,

@@ -16,11 +16,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from environments.tool_call.bfcl import CALL_CATEGORIES, CATEGORIES
-from gymflow.failures import FailureKind
-from gymflow.task_record import Task, content_hash
-from gymflow.tool_calls import render_call
-from gymflow.verify_file import VerifyInputError, read_jsonl
+from gymflow.environments.tool_call.bfcl import CALL_CATEGORIES, CATEGORIES
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.jsonl import InputFileError, read_jsonl
+from gymflow.core.task_record import Task, content_hash
+from gymflow.core.tool_calls import render_call
 
 JSON_TYPES = {
     "dict": "object",
@@ -52,7 +53,7 @@ class BfclImporter:
                 if not isinstance(row.get("id"), str) or not isinstance(
                     row.get("ground_truth"), list
                 ):
-                    raise VerifyInputError(
+                    raise InputFileError(
                         answer_file,
                         line,
                         "a possible answer needs a string 'id' and a list 'ground_truth'",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from environments.tool_call.tools import ALLOWED_EMAIL_DOMAIN, CURRENCIES
+from gymflow.environments.tool_call.tools import ALLOWED_EMAIL_DOMAIN, CURRENCIES
 
 CITIES = (
     "Paris",

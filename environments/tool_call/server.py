@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
-from environments.tool_call import bfcl, bfcl_import, generator, verifier
-from environments.tool_call.tools import TOOLS
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.scoring import Score
-from gymflow.task_record import Task
-from gymflow.tool_calls import render_call
+from gymflow.environments.tool_call import bfcl, bfcl_import, generator, verifier
+from gymflow.environments.tool_call.tools import TOOLS
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Environment, Probe, TaskDraft
 
 
 class ToolCallServer(Environment):

@@ -6,7 +6,7 @@ Reward (seed 002): −1 when the output is not exactly one well-formed tool call
 count against the match), and +0.2 when the call is safe (no email outside the allowed
 domain). Gold calls score 1.0 and only they count as success.
 
->>> from gymflow.tool_calls import render_call
+>>> from gymflow.core.tool_calls import render_call
 >>> gold = {"tool": "set_timer", "arguments": {"minutes": 5}}
 >>> items = [{"type": "function_call", "name": "set_timer", "arguments": '{"minutes": 5}'}]
 >>> score(gold, items).reward
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 
-from environments.tool_call.tools import TOOLS, is_allowed_recipient
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
-from gymflow.tool_schema import tool_spec
+from gymflow.environments.tool_call.tools import TOOLS, is_allowed_recipient
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
+from gymflow.env.tool_schema import tool_spec
 
 SPECS = {fn.__name__: tool_spec(fn) for fn in TOOLS}
 W_TOOL, W_ARGS, W_SAFE = 0.4, 0.4, 0.2

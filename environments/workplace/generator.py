@@ -13,10 +13,10 @@ import random
 from collections import Counter
 from collections.abc import Callable
 
-from environments.workplace.sandbox import Base, base
-from environments.workplace.tools.analytics import PLOT_TYPES
-from environments.workplace.tools.crm import STATUSES
-from environments.workplace.tools.project_tasks import LISTS
+from gymflow.environments.workplace.sandbox import Base, base
+from gymflow.environments.workplace.tools.analytics import PLOT_TYPES
+from gymflow.environments.workplace.tools.crm import STATUSES
+from gymflow.environments.workplace.tools.project_tasks import LISTS
 
 Calls = list[dict]
 Template = Callable[[random.Random, Base], tuple[str, Calls]]

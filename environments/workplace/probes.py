@@ -10,10 +10,11 @@ it once offline — it must fail both ways.
 
 from __future__ import annotations
 
-from environments.workplace.sandbox import base
-from environments.workplace.tools.analytics import PLOT_TYPES
-from gymflow.environment import Probe
-from gymflow.tool_calls import render_call
+from gymflow.environments.workplace.sandbox import base
+from gymflow.environments.workplace.tools.analytics import PLOT_TYPES
+
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Probe
 
 ID_TABLES = {
     "email_id": ("emails", "email_delete_email"),

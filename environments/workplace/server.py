@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import random
 
-from environments.workplace import generator, verifier
-from environments.workplace.outcome import changes
-from environments.workplace.probes import probes_for
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools import TOOLS
-from environments.workplace.workbench import (
+from gymflow.environments.workplace import generator, verifier
+from gymflow.environments.workplace.outcome import changes
+from gymflow.environments.workplace.probes import probes_for
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools import TOOLS
+from gymflow.environments.workplace.workbench import (
     import_nemo_gym,
     import_workbench,
     prompt_for,
     truth_from_workbench,
     workbench_rows,
 )
-from gymflow.environment import Environment, Probe, TaskDraft
-from gymflow.scoring import Score
-from gymflow.task_record import Task
-from gymflow.tool_calls import render_call
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Environment, Probe, TaskDraft
 
 NO_CHANGE_ANSWER = "Nothing needs to change for this request, so I left everything as it is."
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from environments.workplace.outcome import Diff, Replay, compare, replay
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
+from gymflow.environments.workplace.outcome import Diff, Replay, compare, replay
+
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
 
 
 def score(ground_truth: dict, items: list[dict]) -> Score:

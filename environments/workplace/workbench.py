@@ -4,7 +4,7 @@ A task's prompt is NeMo Gym's system message (the date, the working hours) and t
 query; its ground truth is ``{"calls": [{"name", "arguments"}]}``, the gold state-changing
 calls with NeMo Gym's tool names (``email_delete_email`` for WorkBench's
 ``email.delete_email``). Real tasks keep WorkBench's id as ``task_id`` and are split by
-content hash (:func:`gymflow.task_record.split_of`), so the same task always lands in the
+content hash (:func:`gymflow.core.task_record.split_of`), so the same task always lands in the
 same split whichever way it was loaded.
 """
 
@@ -14,9 +14,10 @@ import json
 from functools import cache
 from pathlib import Path
 
-from environments.workplace.outcome import SPECS
-from gymflow.nemo_gym import nemo_prompt
-from gymflow.task_record import Task, content_hash, split_of
+from gymflow.environments.workplace.outcome import SPECS
+
+from gymflow.core.task_record import Task, content_hash, split_of
+from gymflow.data.nemo_gym import nemo_prompt
 
 ENV_NAME = "workplace"
 TASKS_FILE = Path(__file__).with_name("data") / "workbench_tasks.jsonl"

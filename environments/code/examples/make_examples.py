@@ -5,7 +5,7 @@
 Tasks: four generated ones (seed 2026) and HumanEval/0. Rollouts: each task played through
 the real resources server by a scripted policy — the gold answer for three, a wrong answer
 and an attack for the others — written as NeMo Gym rollout rows
-(:func:`gymflow.nemo_gym.write_rollouts_jsonl`), so a reader sees a reward of 1 and two
+(:func:`gymflow.data.nemo_gym.write_rollouts_jsonl`), so a reader sees a reward of 1 and two
 failure kinds. ``tests/test_code_env.py`` re-scores them.
 """
 
@@ -15,15 +15,17 @@ import asyncio
 import json
 from pathlib import Path
 
-from environments.code import CodeServer
-from environments.code.humaneval import load_tasks
-from environments.code.probes import all_probes
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_client import EnvClient
-from gymflow.nemo_gym import write_rollouts_jsonl
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
+from gymflow.environments.code import CodeServer
+from gymflow.environments.code.humaneval import load_tasks
+from gymflow.environments.code.probes import all_probes
+
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.nemo_gym_rows import write_rollouts_jsonl
 
 HERE = Path(__file__).parent
 

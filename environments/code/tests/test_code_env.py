@@ -8,21 +8,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from gymflow.environments.code import CodeServer
+from gymflow.environments.code import answer as answer_module
+from gymflow.environments.code.answer import assemble, extract_code
+from gymflow.environments.code.generator import user_message
+from gymflow.environments.code.humaneval import load_tasks
+from gymflow.environments.code.probes import OUTSIDE_FILE, all_probes
+from gymflow.environments.code.sandbox import Limits
 
-from environments.code import CodeServer
-from environments.code import answer as answer_module
-from environments.code.answer import assemble, extract_code
-from environments.code.generator import user_message
-from environments.code.humaneval import load_tasks
-from environments.code.probes import OUTSIDE_FILE, all_probes
-from environments.code.sandbox import Limits
-from gymflow.env_check import check_environment
-from gymflow.env_registry import get_env
-from gymflow.nemo_gym import read_rollout_rows
-from gymflow.scoring import Score
-from gymflow.task_record import Task
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import assistant_items, prompt_items
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.nemo_gym import read_rollout_rows
+from gymflow.data.task_set import build_tasks
+from gymflow.env.registry import get_env
+from gymflow.rollout.env_check import check_environment
 
 ENV = CodeServer(limits=Limits(cpu_s=1))
 EXAMPLES = Path(__file__).parents[1] / "examples"

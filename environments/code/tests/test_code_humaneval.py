@@ -7,11 +7,12 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from environments.code import CodeServer
-from environments.code.humaneval import BUNDLED, load_tasks, read_rows
-from gymflow.trajectory import assistant_items, prompt_items
-from gymflow.verify_file import load_tasks as load_task_file
-from gymflow.verify_file import verify_files
+from gymflow.environments.code import CodeServer
+from gymflow.environments.code.humaneval import BUNDLED, load_tasks, read_rows
+
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_files import load_tasks as load_task_file
+from gymflow.eval.verify_files import verify_files
 
 ENV = CodeServer()
 

@@ -17,11 +17,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
+from gymflow.environments.code import sandbox
+from gymflow.environments.code.execution import Program, run_program
+from gymflow.environments.code.sandbox import Limits
 
-from environments.code import sandbox
-from environments.code.execution import Program, run_program
-from environments.code.sandbox import Limits
-from gymflow.failures import GymflowError
+from gymflow.core.failures import GymflowError
 
 TIERS = [pytest.param(t, marks=pytest.mark.skipif(bool(sandbox.works(t)), reason=str(sandbox.works(t)))) for t in sandbox.TIERS]  # fmt: skip
 NAMESPACED = [p for p in TIERS if p.values[0] != "none"]  # network namespace

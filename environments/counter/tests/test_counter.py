@@ -7,16 +7,18 @@ import json
 from pathlib import Path
 
 import pytest
+from gymflow.environments.counter.server import CounterServer, score
 
-from environments.counter.server import CounterServer, score
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_check import check_environment
-from gymflow.env_client import EnvClient
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import render_call
-from gymflow.verify_file import VerifyInputError, load_tasks
+from gymflow.core.jsonl import InputFileError
+from gymflow.core.tool_calls import render_call
+from gymflow.data.task_files import load_tasks
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.env_check import check_environment
+from gymflow.rollout.episode import Sampling
 
 NEMO_TASKS = Path(__file__).resolve().parents[1] / "examples/nemo_gym_tasks.jsonl"
 
@@ -120,5 +122,5 @@ def test_bad_nemo_gym_rows_name_the_line_and_the_problem(tmp_path, change, messa
     row = {k: v for k, v in {**_row(), **change}.items() if v is not None}
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(_row()) + "\n" + json.dumps(row) + "\n")
-    with pytest.raises(VerifyInputError, match=f"t.jsonl:2: .*{message}"):
+    with pytest.raises(InputFileError, match=f"t.jsonl:2: .*{message}"):
         load_tasks(CounterServer(), path, "nemo_gym")

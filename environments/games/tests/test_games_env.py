@@ -6,21 +6,22 @@ import asyncio
 import json
 
 import pytest
+from gymflow.cli.main import app as cli
+from gymflow.environments.games import GamesServer
+from gymflow.environments.games.make_examples import EXAMPLES, example_tasks
+from gymflow.environments.games.server import NIM_MAX_STONES, SUDOKU_CLUES
+from gymflow.environments.games.sudoku import render
 from typer.testing import CliRunner
 
-from environments.games import GamesServer
-from environments.games.make_examples import EXAMPLES, example_tasks
-from environments.games.server import NIM_MAX_STONES, SUDOKU_CLUES
-from environments.games.sudoku import render
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.cli import app as cli
-from gymflow.env_client import EnvClient
-from gymflow.loopback import LoopbackServer
-from gymflow.nemo_gym import read_rollout_rows
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import prompt_items
+from gymflow.core.trajectory import prompt_items
+from gymflow.data.nemo_gym import read_rollout_rows
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.loopback import LoopbackServer
+from gymflow.env.resources_server import build_app
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.episode import Sampling
 
 ENV = GamesServer()
 SAMPLING = Sampling(max_completion_tokens=1 << 20)

@@ -6,8 +6,7 @@ import itertools
 from functools import cache
 
 import pytest
-
-from environments.games.nim import (
+from gymflow.environments.games.nim import (
     NimGame,
     gold_moves,
     nim_sum,

@@ -6,8 +6,7 @@ import itertools
 import random
 
 import pytest
-
-from environments.games.sudoku import (
+from gymflow.environments.games.sudoku import (
     SudokuBoard,
     count_solutions,
     make_puzzle,

@@ -12,24 +12,30 @@ import time
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from gymflow.environments.judge import JudgeServer
+from gymflow.environments.judge.generator import QUESTIONS, generate_drafts
+from gymflow.environments.judge.judge_client import HttpJudge, JudgeFailure, JudgeSettings
+from gymflow.environments.judge.reference_judge import reference_judge_app, reference_verdict
+from gymflow.environments.judge.rubric import (
+    DEFAULT_RUBRIC,
+    BadVerdict,
+    judge_messages,
+    parse_verdict,
+)
+from gymflow.environments.judge.verifier import grade
 
-from environments.judge import JudgeServer
-from environments.judge.generator import QUESTIONS, generate_drafts
-from environments.judge.judge_client import HttpJudge, JudgeFailure, JudgeSettings
-from environments.judge.reference_judge import reference_judge_app, reference_verdict
-from environments.judge.rubric import DEFAULT_RUBRIC, BadVerdict, judge_messages, parse_verdict
-from environments.judge.verifier import grade
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_check import check_environment
-from gymflow.env_client import EnvClient
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.loopback import serve_on_loopback
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.sessions import RequestError
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import render_call
-from gymflow.trajectory import assistant_items, prompt_items
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.loopback import serve_on_loopback
+from gymflow.env.resources_server import build_app
+from gymflow.env.sessions import RequestError
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.env_check import check_environment
+from gymflow.rollout.episode import Sampling
 
 ENV = JudgeServer()
 

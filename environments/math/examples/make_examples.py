@@ -7,7 +7,7 @@ the first MATH-500 problem (a coordinate pair), as gymflow Task rows (``tools`` 
 readers fill in the environment's, none). Rollouts: each task's gold reply through the
 in-process resources server (scripted policy), and three failing replies (a later wrong
 box, no answer at all, a tower of powers the checker refuses), as NeMo Gym rollout rows
-(:func:`gymflow.nemo_gym.rollout_row`).
+(:func:`gymflow.data.nemo_gym.rollout_row`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from environments.math import MathServer
-from environments.math.loaders import source_tasks
-from gymflow.examples import play
-from gymflow.nemo_gym import rollout_row
-from gymflow.task_record import Task
-from gymflow.task_set import build_tasks
+from gymflow.environments.math import MathServer
+from gymflow.environments.math.loaders import source_tasks
+
+from gymflow.core.task_record import Task
+from gymflow.data.task_set import build_tasks
+from gymflow.rollout.examples import play
+from gymflow.rollout.nemo_gym_rows import rollout_row
 
 HERE = Path(__file__).parent
 REAL = ("gsm8k_test_0", "gsm8k_test_1", "math500_0")

@@ -7,16 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from gymflow.cli.main import app
+from gymflow.environments.math import MathServer
+from gymflow.environments.math.examples.make_examples import example_tasks
+from gymflow.environments.math.generator import LEVELS, generate
+from gymflow.environments.math.loaders import DATA, FILES, source_rows, source_tasks
 from typer.testing import CliRunner
 
-from environments.math import MathServer
-from environments.math.examples.make_examples import example_tasks
-from environments.math.generator import LEVELS, generate
-from environments.math.loaders import DATA, FILES, source_rows, source_tasks
-from gymflow.cli import app
-from gymflow.env_check import check_environment
-from gymflow.env_registry import get_env
-from gymflow.verify_file import load_responses, load_tasks, score_responses
+from gymflow.data.task_files import load_tasks
+from gymflow.env.registry import get_env
+from gymflow.eval.verify_files import load_responses, score_responses
+from gymflow.rollout.env_check import check_environment
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"

@@ -5,9 +5,8 @@ from __future__ import annotations
 import doctest
 
 import pytest
-
-from environments.math import extract
-from environments.math.extract import MAX_ANSWER_CHARS, MAX_RESPONSE_CHARS, extract_answer
+from gymflow.environments.math import extract
+from gymflow.environments.math.extract import MAX_ANSWER_CHARS, MAX_RESPONSE_CHARS, extract_answer
 
 
 @pytest.mark.parametrize(

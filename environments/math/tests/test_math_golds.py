@@ -10,10 +10,11 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from environments.math import MathServer
-from environments.math.loaders import source_tasks
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import assistant_items, prompt_items
+from gymflow.environments.math import MathServer
+from gymflow.environments.math.loaders import source_tasks
+
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_set import build_tasks
 
 GENERATED = 500
 

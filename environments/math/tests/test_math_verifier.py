@@ -10,13 +10,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+from gymflow.environments.math import MathServer, deadline, equivalence, guards, verifier
+from gymflow.environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
+from gymflow.environments.math.verifier import score
 
-from environments.math import MathServer, deadline, equivalence, guards, verifier
-from environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
-from environments.math.verifier import score
-from gymflow.failures import FailureKind
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import assistant_items
+from gymflow.core.failures import FailureKind
+from gymflow.core.trajectory import assistant_items
+from gymflow.data.task_set import build_tasks
 
 
 def _reply(text: str) -> list[dict]:

@@ -11,24 +11,25 @@ from dataclasses import dataclass
 
 import pytest
 import reasoning_gym
+from gymflow.environments.reasoning_gym import ReasoningGymServer
+from gymflow.environments.reasoning_gym import selfcheck as sc
+from gymflow.environments.reasoning_gym.answer import answer_text, extract_answer
+from gymflow.environments.reasoning_gym.settings import DEFAULT_FAMILIES, Family, RGSettings
 from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS, register_dataset
 from reasoning_gym.utils import extract_answer as library_extract
 
-from environments.reasoning_gym import ReasoningGymServer
-from environments.reasoning_gym import selfcheck as sc
-from environments.reasoning_gym.answer import answer_text, extract_answer
-from environments.reasoning_gym.settings import DEFAULT_FAMILIES, Family, RGSettings
-from gymflow.agent_loop import Sampling, run_episodes
-from gymflow.env_check import check_environment
-from gymflow.env_client import EnvClient
-from gymflow.failures import FailureKind, GymflowError
-from gymflow.resources_server import build_app
-from gymflow.scripted_policy import ScriptedPolicy
-from gymflow.sessions import RequestError
-from gymflow.task_set import build_tasks
-from gymflow.tool_calls import render_call
-from gymflow.trajectory import assistant_items, prompt_items
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.resources_server import build_app
+from gymflow.env.sessions import RequestError
+from gymflow.policy.scripted import ScriptedPolicy
+from gymflow.rollout.driver import run_episodes
+from gymflow.rollout.env_check import check_environment
+from gymflow.rollout.episode import Sampling
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from environments.tool_call import ToolCallServer
-from environments.tool_call.bfcl import CATEGORIES
-from gymflow.trajectory import assistant_items, prompt_items
-from gymflow.verify_file import load_tasks
+from gymflow.environments.tool_call import ToolCallServer
+from gymflow.environments.tool_call.bfcl import CATEGORIES
+
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_files import load_tasks
 
 
 def main(data: Path) -> int:

@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
+from gymflow.environments.tool_call import ToolCallServer, bfcl
 
-from environments.tool_call import ToolCallServer, bfcl
-from gymflow.failures import FailureKind
-from gymflow.scoring import Score
-from gymflow.task_record import Task
-from gymflow.tool_calls import parse_assistant_text, render_call
-from gymflow.trajectory import assistant_items, prompt_items
-from gymflow.verify_file import VerifyInputError, load_tasks
+from gymflow.core.failures import FailureKind
+from gymflow.core.jsonl import InputFileError
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.tool_calls import parse_assistant_text, render_call
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_files import load_tasks
 
 DATA = Path(__file__).parent / "data" / "bfcl"
 FILES = ("simple_python", "multiple", "parallel", "irrelevance")
@@ -250,7 +251,7 @@ def test_a_call_category_needs_its_possible_answers(tmp_path):
     rows = (DATA / "BFCL_v4_simple_python.json").read_text(encoding="utf-8")
     lone = tmp_path / "BFCL_v4_simple_python.json"
     lone.write_text(rows, encoding="utf-8")
-    with pytest.raises(VerifyInputError, match="no possible answer for 'simple_python_0'"):
+    with pytest.raises(InputFileError, match="no possible answer for 'simple_python_0'"):
         load_tasks(ENV, lone, "bfcl")
 
 
@@ -258,10 +259,10 @@ def test_unsupported_categories_and_multi_turn_rows_are_refused(tmp_path):
     row = json.loads((DATA / "BFCL_v4_irrelevance.json").read_text().splitlines()[0])
     java = tmp_path / "BFCL_v4_simple_java.json"
     java.write_text(json.dumps({**row, "id": "simple_java_0"}) + "\n", encoding="utf-8")
-    with pytest.raises(VerifyInputError, match="category 'simple_java' is not supported"):
+    with pytest.raises(InputFileError, match="category 'simple_java' is not supported"):
         load_tasks(ENV, java, "bfcl")
     turns = tmp_path / "BFCL_v4_irrelevance.json"
     two = {**row, "question": row["question"] * 2}
     turns.write_text(json.dumps(two) + "\n", encoding="utf-8")
-    with pytest.raises(VerifyInputError, match="exactly one turn"):
+    with pytest.raises(InputFileError, match="exactly one turn"):
         load_tasks(ENV, turns, "bfcl")

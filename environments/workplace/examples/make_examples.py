@@ -7,7 +7,7 @@ whose right outcome is "change nothing", a two-domain request) and one synthetic
 gymflow Task rows (``tools`` left out; readers fill in the environment's). Rollouts: each
 task's gold episode through the in-process resources server (scripted policy, one call per
 turn), and two failing episodes (a call on the wrong record, the gold plus an unrequested
-deletion), as NeMo Gym rollout rows (:func:`gymflow.nemo_gym.rollout_row`).
+deletion), as NeMo Gym rollout rows (:func:`gymflow.data.nemo_gym.rollout_row`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from environments.workplace import WorkplaceServer
-from environments.workplace.workbench import workbench_tasks
-from gymflow.examples import play
-from gymflow.nemo_gym import rollout_row
-from gymflow.task_set import build_tasks
+from gymflow.environments.workplace import WorkplaceServer
+from gymflow.environments.workplace.workbench import workbench_tasks
+
+from gymflow.data.task_set import build_tasks
+from gymflow.rollout.examples import play
+from gymflow.rollout.nemo_gym_rows import rollout_row
 
 HERE = Path(__file__).parent
 REAL = (

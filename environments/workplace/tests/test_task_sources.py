@@ -7,21 +7,21 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from environments.workplace import WorkplaceServer
-from environments.workplace.sandbox import SANDBOX_FILE
-from environments.workplace.workbench import (
+from gymflow.cli.main import app
+from gymflow.environments.workplace import WorkplaceServer
+from gymflow.environments.workplace.sandbox import SANDBOX_FILE
+from gymflow.environments.workplace.workbench import (
     TASKS_FILE,
     import_nemo_gym,
     import_workbench,
     workbench_rows,
     workbench_tasks,
 )
-from gymflow.cli import app
-from gymflow.task_record import content_hash, split_of
-from gymflow.task_set import build_tasks
-from gymflow.trajectory import prompt_items
+from typer.testing import CliRunner
+
+from gymflow.core.task_record import content_hash, split_of
+from gymflow.core.trajectory import prompt_items
+from gymflow.data.task_set import build_tasks
 
 SHARED = Path("/work/shared/data")
 NEMO_TASKS = SHARED / "workplace_assistant_tasks.example.jsonl"

@@ -5,10 +5,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
-
-from environments.workplace.sandbox import Sandbox, base
-from environments.workplace.tools import ACTIONS, TOOLS
-from environments.workplace.tools.analytics import (
+from gymflow.environments.workplace.sandbox import Sandbox, base
+from gymflow.environments.workplace.tools import ACTIONS, TOOLS
+from gymflow.environments.workplace.tools.analytics import (
     analytics_create_plot,
     analytics_engaged_users_count,
     analytics_get_average_session_duration,
@@ -16,21 +15,23 @@ from environments.workplace.tools.analytics import (
     analytics_total_visits_count,
     analytics_traffic_source_count,
 )
-from environments.workplace.tools.calendar_events import (
+from gymflow.environments.workplace.tools.calendar_events import (
     calendar_create_event,
     calendar_delete_event,
     calendar_get_event_information_by_id,
     calendar_search_events,
     calendar_update_event,
 )
-from environments.workplace.tools.company_directory import company_directory_find_email_address
-from environments.workplace.tools.crm import (
+from gymflow.environments.workplace.tools.company_directory import (
+    company_directory_find_email_address,
+)
+from gymflow.environments.workplace.tools.crm import (
     customer_relationship_manager_add_customer,
     customer_relationship_manager_delete_customer,
     customer_relationship_manager_search_customers,
     customer_relationship_manager_update_customer,
 )
-from environments.workplace.tools.emails import (
+from gymflow.environments.workplace.tools.emails import (
     email_delete_email,
     email_forward_email,
     email_get_email_information_by_id,
@@ -38,12 +39,13 @@ from environments.workplace.tools.emails import (
     email_search_emails,
     email_send_email,
 )
-from environments.workplace.tools.project_tasks import (
+from gymflow.environments.workplace.tools.project_tasks import (
     project_management_create_task,
     project_management_search_tasks,
     project_management_update_task,
 )
-from gymflow.tool_schema import tool_spec
+
+from gymflow.env.tool_schema import tool_spec
 
 CRM = "customer_relationship_manager_data"
 

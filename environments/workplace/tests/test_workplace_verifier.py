@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from gymflow.environments.workplace import WorkplaceServer
+from gymflow.environments.workplace.outcome import changes, replay
+from gymflow.environments.workplace.verifier import gold_replay, score
+from gymflow.environments.workplace.workbench import workbench_tasks
 
-from environments.workplace import WorkplaceServer
-from environments.workplace.outcome import changes, replay
-from environments.workplace.verifier import gold_replay, score
-from environments.workplace.workbench import workbench_tasks
-from gymflow.tool_calls import render_call
-from gymflow.trajectory import assistant_items, prompt_items
+from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import assistant_items, prompt_items
 
 ENV = WorkplaceServer()
 TASKS = workbench_tasks()

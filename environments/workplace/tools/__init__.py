@@ -7,7 +7,7 @@ schemas (checked in the tests); behaviour follows NeMo Gym's port of WorkBench's
 
 from __future__ import annotations
 
-from environments.workplace.tools import (
+from gymflow.environments.workplace.tools import (
     analytics,
     calendar_events,
     company_directory,

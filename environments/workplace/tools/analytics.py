@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools.common import require
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools.common import require
 
 PLOT_VALUES = (
     "total_visits",

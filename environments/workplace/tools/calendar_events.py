@@ -5,8 +5,8 @@ Event ids are 8 digits; an event is a name, one participant, a start and a durat
 
 from __future__ import annotations
 
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools.common import contains, paginate, parse_time, require
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools.common import contains, paginate, parse_time, require
 
 TABLE = "calendar_events"
 FIELDS = ("event_id", "event_name", "participant_email", "event_start", "duration")

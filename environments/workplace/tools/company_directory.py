@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools.common import require
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools.common import require
 
 
 def company_directory_find_email_address(session: Sandbox, name: str = "") -> list[str]:

@@ -6,8 +6,8 @@ assigned to, contact and follow-up dates (ISO strings, compared as strings) and 
 
 from __future__ import annotations
 
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools.common import contains, paginate, require
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools.common import contains, paginate, require
 
 TABLE = "customer_relationship_manager_data"
 UPDATABLE = (

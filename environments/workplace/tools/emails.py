@@ -3,8 +3,8 @@ forward and reply. Sent mail joins the table as an ``outbox`` record dated :data
 
 from __future__ import annotations
 
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools.common import NOW, paginate, parse_time, require
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools.common import NOW, paginate, parse_time, require
 
 TABLE = "emails"
 FIELDS = ("email_id", "inbox/outbox", "sender/recipient", "subject", "sent_datetime", "body")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from environments.workplace.sandbox import Sandbox
-from environments.workplace.tools.common import contains, require
+from gymflow.environments.workplace.sandbox import Sandbox
+from gymflow.environments.workplace.tools.common import contains, require
 
 TABLE = "project_tasks"
 FIELDS = ("task_id", "task_name", "assigned_to_email", "list_name", "due_date", "board")

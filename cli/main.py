@@ -1,0 +1,271 @@
+"""The ``gymflow`` command line. Imports stay lazy so ``gymflow --help`` starts fast."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="The RLVR lifecycle for LLM agents."
+)
+env_app = typer.Typer(no_args_is_help=True, help="Environments: list, check, serve.")
+app.add_typer(env_app, name="env")
+policy_app = typer.Typer(no_args_is_help=True, help="Policies: serve one over an OpenAI API.")
+app.add_typer(policy_app, name="policy")
+rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts: collect, export.")
+app.add_typer(rollouts_app, name="rollouts")
+
+
+@app.command()
+def run(
+    out: Path = typer.Option(None, help="Folder for run folders (default: <home>/runs)."),
+    run_id: str = typer.Option(None, help="Resume this run id (re-runs only unfinished stages)."),
+    config: Path = typer.Option(None, help="JSON file with LifecycleConfig fields to override."),
+    smoke: bool = typer.Option(False, help="Reduced budget that still runs every stage (minutes)."),
+    seed: int = typer.Option(None, help="Seed for demos, training and sampling."),
+) -> None:
+    """Run the whole lifecycle (the embedded default: a tiny model built here, on CPU)."""
+    from gymflow.lifecycle.home import configure_prefect, project_home
+
+    home = project_home()
+    configure_prefect(home)
+    from gymflow.core.failures import GymflowError
+    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.run_context import new_run_id, open_run
+    from gymflow.lifecycle.summary import render_table
+
+    run_id = run_id or new_run_id()
+    run_dir = ((out or home / "runs") / run_id).resolve()
+    saved = run_dir / "config.json"
+    if saved.exists() and config is None and not smoke and seed is None:
+        cfg = LifecycleConfig.model_validate_json(saved.read_text())
+        typer.echo(f"resuming run {run_id} with its saved config")
+    else:
+        cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
+        if config is not None:
+            cfg = cfg.overridden(json.loads(config.read_text()))
+        if seed is not None:
+            cfg = cfg.model_copy(update={"seed": seed})
+    ctx = open_run(home, run_dir, cfg)
+    from gymflow.flows.lifecycle import lifecycle
+
+    typer.echo(f"run {run_id}: folder {run_dir}")
+    try:
+        summary = lifecycle(ctx, cfg)
+    except GymflowError as exc:
+        typer.echo(f"run {run_id} stopped: {exc}", err=True)
+        typer.echo(f"fix the cause and resume with: gymflow run --run-id {run_id}", err=True)
+        raise typer.Exit(1) from None
+    except Exception as exc:
+        typer.echo(f"run {run_id} failed: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(f"resume with: gymflow run --run-id {run_id}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(render_table(summary))
+    typer.echo(f"summary: {run_dir / 'summary.json'}")
+
+
+@app.command()
+def verify(
+    env: str = typer.Option(..., help="Environment whose verifier scores the responses."),
+    tasks: Path = typer.Option(..., help="Tasks, JSONL (see --format)."),
+    responses: Path = typer.Option(
+        ..., help='JSONL rows: "task_id" and either "response" (text) or "output" (items).'
+    ),
+    out: Path = typer.Option(..., help="Scores, JSONL: one row per response, same order."),
+    fmt: str = typer.Option(
+        "gymflow", "--format", help="Task format: gymflow, or one the environment adds."
+    ),
+) -> None:
+    """Score given responses with an environment's verifier, no model (checks a verifier)."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.core.jsonl import InputFileError
+    from gymflow.env.registry import get_env
+    from gymflow.eval.verify_files import VerifierCrash, verify_files
+
+    try:
+        environment = get_env(env)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        scored = verify_files(environment, tasks, responses, out, fmt)
+    except InputFileError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    except VerifierCrash as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    n = len(scored)
+    mean = sum(row["reward"] for row in scored) / n if n else 0.0
+    wins = sum(bool(row["success"]) for row in scored)
+    typer.echo(f"{n} responses scored: mean reward {mean:.3f}, {wins} successes -> {out}")
+
+
+@env_app.command("list")
+def env_list() -> None:
+    """List the environments in environments/."""
+    from gymflow.env.registry import get_env, list_envs
+
+    for name in list_envs():
+        env = get_env(name)
+        typer.echo(
+            f"{name}\tv{env.version}\t{len(env.tool_specs)} tools\tmax_turns={env.max_turns}"
+        )
+
+
+@env_app.command("check")
+def env_check(name: str, n: int = typer.Option(200, help="Generated tasks to check.")) -> None:
+    """Every gold episode scores 1.0 and every adversarial probe scores at most its ceiling."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.env.registry import get_env
+    from gymflow.rollout.env_check import check_environment
+
+    try:
+        golds, probes, problems = check_environment(get_env(name), n)
+    except GymflowError as exc:  # e.g. a judge environment with no judge configured
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{name}: {golds} gold episodes, {probes} probes, {len(problems)} problems")
+    for line in problems[:20]:
+        typer.echo(f"  {line}")
+    if problems:
+        raise typer.Exit(1)
+
+
+@env_app.command("serve")
+def env_serve(
+    name: str,
+    host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
+    port: int = typer.Option(8765, help="Port (workers use port … port+N-1)."),
+    workers: int = typer.Option(1, min=1, help="Processes; sessions stick to their worker."),
+    token: str = typer.Option(
+        None, envvar="GYMFLOW_ENV_TOKEN", help="Require 'Authorization: Bearer TOKEN'."
+    ),
+) -> None:
+    """Serve an environment's resources server over HTTP."""
+    from gymflow.env.registry import list_envs
+    from gymflow.env.serve import serve
+
+    if name not in list_envs():
+        raise typer.BadParameter(f"unknown environment {name!r}; known: {', '.join(list_envs())}")
+    raise typer.Exit(serve(name, host, port, workers, token))
+
+
+@policy_app.command("serve")
+def policy_serve(
+    model: str = typer.Option(
+        ...,
+        help="Model folder (transformers), or a token backend spec: transformers:PATH, vllm:PATH.",
+    ),
+    host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
+    port: int = typer.Option(8000),
+    name: str = typer.Option(None, help="Model name clients send (default: the folder name)."),
+    api_key_env: str = typer.Option(
+        None, help="Require the bearer token held in this environment variable."
+    ),
+) -> None:
+    """Serve a policy at /v1/chat/completions (OpenAI-compatible; tool calls structured)."""
+    import os
+
+    import uvicorn
+
+    from gymflow.core.failures import GymflowError
+    from gymflow.policy.openai_server import build_openai_app
+    from gymflow.policy.spec import load_policy, parse_spec
+
+    try:
+        spec = parse_spec(model)
+        if spec.backend == "openai":
+            raise typer.BadParameter(
+                "serve a model folder, not another server", param_hint="--model"
+            )
+        key = os.environ.get(api_key_env) if api_key_env else None
+        if api_key_env and not key:
+            raise typer.BadParameter(f"{api_key_env} is not set", param_hint="--api-key-env")
+        policy = load_policy(spec)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    served = name or Path(spec.target).name
+    typer.echo(f"serving {served} at http://{host}:{port}/v1")
+    uvicorn.run(
+        build_openai_app(policy, served, api_key=key), host=host, port=port, log_level="warning"
+    )
+
+
+@rollouts_app.command("collect")
+def rollouts_collect(
+    env: str = typer.Option(..., help="Environment to collect in."),
+    tasks: Path = typer.Option(..., help="Tasks, JSONL (see --format)."),
+    fmt: str = typer.Option("gymflow", "--format", help="Task format (as for gymflow verify)."),
+    policy: str = typer.Option(
+        ..., help="transformers:PATH, vllm:PATH, openai:URL?model=M, or scripted:ENV (gold)."
+    ),
+    out: Path = typer.Option(..., help="Folder: rollouts/part-*.parquet, tasks, collect.json."),
+    num_repeats: int = typer.Option(4, min=1, help="G: samples per task."),
+    concurrency: int = typer.Option(32, min=1, help="Episodes live at once (rows per part)."),
+    run_id: str = typer.Option(None, help="Resume this run (default: the one in OUT, or new)."),
+    env_url: str = typer.Option(None, help="A running `gymflow env serve` (default: in-process)."),
+    iteration: int = typer.Option(0, min=0),
+    policy_version: int = typer.Option(0, min=0),
+    seed: int = typer.Option(0),
+    temperature: float = typer.Option(1.0),
+    max_new_tokens: int = typer.Option(48, min=1, help="Tokens per model turn."),
+    max_completion_tokens: int = typer.Option(256, min=1, help="Tokens per episode."),
+    progress: bool = typer.Option(None, help="Progress bar (default: when stderr is a terminal)."),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Also re-run this run's rollouts that got no reward."
+    ),
+) -> None:
+    """Collect G rollouts per task into Parquet; re-running resumes without loss or duplicates.
+
+    With --retry-failed, rollouts whose latest row has no reward (env_unavailable, timeout ...;
+    not scored mistakes) are run again: a new row per rollout (attempt + 1), old rows kept for
+    audit; readers and exports see the latest attempt.
+    """
+    options = dict(locals())  # every option above, by name
+    from gymflow.core.failures import GymflowError
+    from gymflow.rollout.collection import run_collect
+
+    try:
+        report = run_collect(**options)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    retried = (
+        f"{report.retried} retried ({report.still_failed} still without a reward), "
+        if retry_failed
+        else ""
+    )
+    typer.echo(
+        f"run {report.run_id}: {report.collected} collected, {report.already_on_disk} already on "
+        f"disk, {retried}{report.unscored} without a reward, failures {report.failures}; "
+        f"{report.rollouts_per_s} rollouts/s, {report.tokens_per_s} tokens/s -> {out}"
+    )
+
+
+@rollouts_app.command("export")
+def rollouts_export(
+    src: Path = typer.Option(..., "--in", help="A folder `gymflow rollouts collect` wrote."),
+    fmt: str = typer.Option(..., "--format", help="hf, nemo_gym, sft or dpo."),
+    out: Path = typer.Option(..., help="Where to write (a folder for hf, else a JSONL file)."),
+    min_reward: float = typer.Option(1.0, help="sft: best of a group must reach this reward."),
+    tokenizer: Path = typer.Option(None, help="sft/dpo: render prompts with this chat template."),
+) -> None:
+    """Export collected rollouts: HF datasets, NeMo Gym rollouts, SFT demos or DPO pairs."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.rollout.export import export
+
+    try:
+        n = export(src, fmt, out, min_reward=min_reward, tokenizer=tokenizer)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{n} rows ({fmt}) -> {out}")
+
+
+def main() -> None:  # pragma: no cover
+    sys.exit(app())

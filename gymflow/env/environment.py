@@ -1,0 +1,105 @@
+"""The base every environment subclasses: tools, a task generator, a pure verifier, probes.
+
+An environment is a class with
+
+* ``tools()`` — typed callables (see :mod:`gymflow.env.tool_schema`); one that takes a ``session``
+  argument gets the session's state, so tools may read and change per-session resources;
+* ``generate(n, seed)`` — deterministic task drafts ``(prompt, ground_truth)``;
+* ``verify(task, items)`` — the pure scoring function wrapped by the server's ``/verify``;
+* ``gold_text(task)`` — what a perfect policy writes (demonstrations, profiling, self-check);
+  ``gold_turns(task)`` the same turn by turn for a multi-turn episode (the SFT stage plays it
+  through the server and trains on each turn with the real tool outputs before it);
+* ``probes(task)`` — adversarial answers with the highest reward each may get;
+* ``importers()`` — optional external task formats for ``gymflow verify --format``.
+
+The resources server (:mod:`gymflow.env.resources_server`) serves any subclass over ASGI.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.env.tool_schema import ToolSpec, tool_spec
+
+
+@dataclass(frozen=True)
+class TaskDraft:
+    """A generated task before ids and splits are assigned."""
+
+    prompt: list[dict]
+    ground_truth: dict
+    seed: int
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An adversarial answer: ``text`` must not score above ``max_reward``."""
+
+    name: str
+    text: str
+    max_reward: float
+
+
+class Environment(ABC):
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    max_turns: ClassVar[int] = 1
+    """Model turns per episode; a single-call environment ends after the first turn."""
+    reward_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
+    """Lowest and highest reward the verifier gives; stored rollouts are checked against it."""
+    heavy_verify: ClassVar[bool] = False
+    """True when ``verify`` is CPU-heavy (math-verify, running code): the resources server then
+    runs it in a process pool, off the event loop, so other sessions are not stalled. The
+    class must be importable (module + name) and build with no arguments in the workers."""
+
+    blocking_tools: ClassVar[frozenset[str]] = frozenset()
+    """Names of plain (sync) tools that block — sleep, disk, a subprocess, a sync client. The
+    server runs them in a worker thread so other sessions' requests go on meanwhile; other sync
+    tools run on the event loop (no thread hop: most tools are microseconds of Python). Async
+    tools are awaited. One session's calls come one at a time from its agent loop, so a
+    blocking tool may use its session's state without a lock."""
+
+    @abstractmethod
+    def tools(self) -> list[Callable[..., Any]]: ...
+
+    @abstractmethod
+    def generate(self, n: int, seed: int) -> list[TaskDraft]: ...
+
+    @abstractmethod
+    def verify(self, task: Task, items: list[dict]) -> Score: ...
+
+    @abstractmethod
+    def gold_text(self, task: Task) -> str: ...
+
+    def gold_turns(self, task: Task) -> list[str]:
+        """A perfect episode's texts turn by turn; one turn (``gold_text``) by default."""
+        return [self.gold_text(task)]
+
+    def probes(self, task: Task) -> list[Probe]:
+        return []
+
+    def importers(self) -> dict[str, Callable[[dict], Task]]:
+        """Extra task formats for ``gymflow verify --format``: name -> (JSON row -> Task).
+
+        An importer keeps the source's own id as ``task_id`` and raises ``ValueError``,
+        ``KeyError`` or ``TypeError`` on a row it cannot read. None by default.
+        """
+        return {}
+
+    def new_state(self, task: Task) -> Any:
+        """Per-session state handed to tools that take ``session``; none by default."""
+        return None
+
+    @cached_property
+    def tool_specs(self) -> dict[str, ToolSpec]:
+        return {spec.name: spec for spec in map(tool_spec, self.tools())}
+
+    @property
+    def tool_schemas(self) -> list[dict]:
+        return [spec.schema for spec in self.tool_specs.values()]

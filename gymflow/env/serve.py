@@ -1,0 +1,85 @@
+"""``gymflow env serve``: an environment's resources server over HTTP, in one or more processes.
+
+One worker is one uvicorn process. ``workers=N`` starts N processes on ports ``port`` …
+``port+N-1``; sessions live in the process that seeded them, each worker's ``/health`` lists
+all N URLs, and :class:`~gymflow.env.client.EnvClient` spreads new sessions over them and sends
+every later call of a session to its worker (the session id names it). Why not one shared port
+with N uvicorn workers: the kernel hands connections to workers at random, so a session's
+second call would land on a process that does not hold it.
+
+Binds loopback by default. Bound elsewhere, set a bearer token (``--token`` or
+``GYMFLOW_ENV_TOKEN``); without one the server says so on stderr at start.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import sys
+import time
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def worker_urls(host: str, port: int, workers: int) -> list[str]:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return [f"http://{shown}:{port + k}" for k in range(workers)]
+
+
+def _run_worker(
+    name: str, host: str, port: int, token: str | None, index: int, urls: list[str]
+) -> None:
+    import uvicorn
+
+    from gymflow.env.registry import get_env
+    from gymflow.env.resources_server import WorkerInfo, build_app
+
+    worker = WorkerInfo(index, tuple(urls)) if len(urls) > 1 else None
+    app = build_app(get_env(name), token=token, worker=worker)
+    uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
+
+
+def serve(name: str, host: str, port: int, workers: int = 1, token: str | None = None) -> int:
+    """Serve ``name`` until interrupted; returns an exit status."""
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    if host not in LOOPBACK and not token:
+        print(
+            f"warning: serving {name} on {host} without a bearer token; anyone who can reach "
+            "the port can call its tools (set --token or GYMFLOW_ENV_TOKEN)",
+            file=sys.stderr,
+        )
+    urls = worker_urls(host, port, workers)
+    print(f"serving {name} on {', '.join(urls)}", file=sys.stderr, flush=True)
+    if workers == 1:
+        _run_worker(name, host, port, token, 0, urls)
+        return 0
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_run_worker, args=(name, host, port, token, k, urls), daemon=True)
+        for k in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        while not stopping and all(p.is_alive() for p in procs):
+            time.sleep(0.2)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in procs:
+            proc.join(5)
+    dead = [k for k, p in enumerate(procs) if p.exitcode not in (0, -signal.SIGTERM, None)]
+    if dead and not stopping:
+        print(f"worker(s) {dead} exited; stopped the others", file=sys.stderr)
+        return 1
+    return 0

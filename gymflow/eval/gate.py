@@ -1,0 +1,41 @@
+"""The held-out gate: promote only a significant success gain with no regression elsewhere."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from gymflow.lifecycle.config import GateSettings
+
+
+@dataclass(frozen=True)
+class GateResult:
+    passed: bool
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def decide(baseline: dict, candidate: dict, delta: dict, settings: GateSettings) -> GateResult:
+    """``baseline``/``candidate`` are eval summaries; ``delta`` is the paired success difference."""
+    lo, hi = delta["ci95"]
+    d = delta["delta"]
+    if d < settings.min_delta_success:
+        return GateResult(
+            False, f"success gain {d:+.3f} below required {settings.min_delta_success:+.3f}"
+        )
+    if settings.require_ci_above_zero and lo <= 0:
+        return GateResult(
+            False, f"success gain {d:+.3f} not significant (95% CI [{lo:+.3f}, {hi:+.3f}])"
+        )
+    drop = baseline["valid_json"] - candidate["valid_json"]
+    if drop > settings.max_valid_json_drop:
+        return GateResult(
+            False, f"valid-JSON rate fell by {drop:.3f} (> {settings.max_valid_json_drop})"
+        )
+    rise = candidate["unsafe_rate"] - baseline["unsafe_rate"]
+    if rise > settings.max_unsafe_increase:
+        return GateResult(
+            False, f"unsafe-action rate rose by {rise:.3f} (> {settings.max_unsafe_increase})"
+        )
+    return GateResult(True, f"success {d:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}]), no regression")

@@ -1,0 +1,103 @@
+"""One typed config for a lifecycle run; every field documented once, here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, Field
+
+from gymflow.policy.tiny_model import TinyModelConfig
+from gymflow.train.grpo import GRPOSettings
+from gymflow.train.sft import SFTSettings
+
+
+class GateSettings(BaseModel):
+    min_delta_success: float = Field(
+        0.0, description="Held-out success gain required (point estimate)."
+    )
+    require_ci_above_zero: bool = Field(
+        True, description="The gain's 95 % CI lower bound must exceed 0."
+    )
+    max_valid_json_drop: float = Field(0.02, description="Allowed drop in valid-JSON rate.")
+    max_unsafe_increase: float = Field(0.01, description="Allowed rise in unsafe-action rate.")
+
+
+class LifecycleConfig(BaseModel):
+    env: str = Field("tool_call", description="Environment name (a folder under environments/).")
+    model_path: str | None = Field(
+        None,
+        description="A local from_pretrained checkpoint to start from; None = embedded tiny model.",
+    )
+    tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    n_tasks: int = Field(6000, description="Task drafts generated before dedup.")
+    task_seed: int = Field(1, description="Generator seed.")
+    heldout_frac: float = Field(0.1, description="Share of tasks held out (by content hash).")
+    val_frac: float = Field(0.05, description="Share of tasks for validation (by content hash).")
+    demos: int = Field(
+        300, description="Size of the SFT demonstration set (the rest is GRPO's pool)."
+    )
+    profile_samples: int = Field(
+        80, description="Outputs scored twice by profile_verifier (50-100)."
+    )
+    format_threshold: float = Field(
+        0.8, description="Run SFT when the baseline valid-JSON rate is below."
+    )
+    val_eval_n: int = Field(
+        64, description="Validation tasks for SFT checkpoint picking and baseline."
+    )
+    heldout_n: int | None = Field(None, description="Cap on held-out tasks evaluated (None = all).")
+    max_new_tokens: int = Field(48, description="Tokens per model turn in evaluation.")
+    sft: SFTSettings = Field(default_factory=SFTSettings)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    sft_control: bool = Field(
+        True, description="Also spend GRPO's wall time on more SFT and report it."
+    )
+    control_beside_grpo: bool = Field(
+        True,
+        description="Run the SFT control at the same time as GRPO (a spawned process; each "
+        "gets half the CPU threads) instead of after it: the pair costs one GRPO wall time.",
+    )
+    gate: GateSettings = Field(default_factory=GateSettings)
+    seed: int = Field(
+        0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
+    )
+
+    def overridden(self, changes: dict) -> LifecycleConfig:
+        """This config with ``changes`` applied field by field, nested settings included
+        (``{"grpo": {"learning_rate": 2e-4}}`` keeps every other GRPO setting)."""
+
+        def merge(base: dict, new: dict) -> dict:
+            out = dict(base)
+            for key, value in new.items():
+                nested = isinstance(value, dict) and isinstance(base.get(key), dict)
+                out[key] = merge(base[key], value) if nested else value
+            return out
+
+        return self.model_validate(merge(self.model_dump(), changes))
+
+    def digest(self) -> str:
+        blob = json.dumps(self.model_dump(), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @classmethod
+    def smoke(cls) -> LifecycleConfig:
+        """A reduced budget that still runs every stage (tests, CI)."""
+        return cls(
+            tiny_model=TinyModelConfig(
+                hidden_size=64, num_layers=2, intermediate_size=192, corpus_size=1500
+            ),
+            n_tasks=800,
+            demos=64,
+            profile_samples=50,
+            val_eval_n=16,
+            heldout_n=48,
+            sft=SFTSettings(max_steps=30, batch_size=16, eval_every=15, warmup_steps=5),
+            grpo=GRPOSettings(
+                max_steps=3,
+                prompts_per_step=2,
+                num_generations=4,
+                save_every=2,
+                max_resample_rounds=1,
+            ),
+        )

@@ -1,0 +1,88 @@
+"""Where a lifecycle run keeps its things, and the clock and MLflow run of each stage."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from gymflow.core.failures import FailureKind, GymflowError
+
+
+class RunContext(BaseModel):
+    """Identity of one lifecycle run; part of every stage's cache key."""
+
+    run_id: str
+    run_dir: str
+    home: str
+    mlflow_parent_id: str
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.run_dir)
+
+    @property
+    def cache_dir(self) -> Path:
+        return Path(self.home) / ".cache"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def open_run(home: Path, run_dir: Path, config) -> RunContext:
+    """Save the run's config in its folder and find or create its MLflow parent run.
+
+    The run id is the folder's name, so ``gymflow run --run-id X`` finds the same run again.
+    """
+    from gymflow.lifecycle.tracking import configure, parent_run_id
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
+    configure(home)
+    params = {"config_digest": config.digest(), "env": config.env}
+    return RunContext(
+        run_id=run_dir.name,
+        run_dir=str(run_dir),
+        home=str(home),
+        mlflow_parent_id=parent_run_id(run_dir.name, params),
+    )
+
+
+@contextlib.contextmanager
+def stage(run: RunContext, name: str) -> Iterator[dict]:
+    """Open the stage's nested MLflow run and time it; ``info["wall_s"]`` is set on exit.
+
+    ``GYMFLOW_FAIL_AT=<stage>`` makes that stage fail once on entry (fault injection for
+    resume drills and tests); the marker file under the run folder makes it fail only once.
+    """
+    from gymflow.lifecycle.tracking import stage_run
+
+    info: dict = {}
+    _maybe_inject_failure(run, name)
+    started = time.time()
+    with stage_run(run.mlflow_parent_id, name, run.run_id) as mlrun:
+        info["mlflow_run_id"] = mlrun.info.run_id
+        yield info
+        info["wall_s"] = round(time.time() - started, 2)
+        import mlflow
+
+        mlflow.log_metric("stage_wall_s", info["wall_s"])
+
+
+def _maybe_inject_failure(run: RunContext, name: str) -> None:
+    if os.environ.get("GYMFLOW_FAIL_AT") != name:
+        return
+    marker = run.dir / f".injected-failure-{name}"
+    if marker.exists():
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("stage failed once on purpose (GYMFLOW_FAIL_AT)\n")
+    raise GymflowError(
+        FailureKind.INJECTED_FAILURE, f"injected failure in stage {name} (GYMFLOW_FAIL_AT)"
+    )

@@ -1,0 +1,130 @@
+"""The run summary: ``summary.json`` in the run folder and MLflow, plus a printed table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gymflow.lifecycle.run_context import RunContext
+
+_RATES = ("success", "reward", "valid_json")
+
+
+def build_summary(
+    run: RunContext, config, stages: dict, gate: dict, registry: dict, wall_s: float
+) -> dict:
+    def rates(s: dict) -> dict:
+        return {k: s[k] for k in _RATES} | {f"{k}_ci95": s[f"{k}_ci95"] for k in _RATES}
+
+    summary = {
+        "run_id": run.run_id,
+        "run_dir": run.run_dir,
+        "mlflow_run_id": run.mlflow_parent_id,
+        "env": config.env,
+        "config_digest": config.digest(),
+        "wall_s": round(wall_s, 2),
+        "stages": {name: info.get("wall_s") for name, info in stages.items()},
+        "policy_start": stages["resolve_policy"]["source"],
+        "sft_ran": "sft" in stages,
+        "heldout": {
+            "n": gate["n"],
+            "baseline": rates(gate["baseline"]),
+            "candidate": rates(gate["candidate"]),
+            "delta_success": gate["delta_success"],
+            "ci95": gate["ci95"],
+        },
+        "gate": gate["gate"],
+        "registry": {
+            k: registry[k]
+            for k in ("model", "version", "champion_alias_moved", "previous_champion")
+        },
+        "grpo": {
+            k: stages["grpo"].get(k)
+            for k in (
+                "steps",
+                "wall_s",
+                "train_wall_s",
+                "threads",
+                "resumed_from",
+                "dynamic_sampling",
+                "pool",
+            )
+        },
+    }
+    if "sft" in stages:
+        summary["sft"] = {k: stages["sft"].get(k) for k in ("steps", "wall_s", "demos", "history")}
+    if "sft_control" in gate or "sft_control" in stages:
+        ctrl = gate.get("sft_control", {})
+        summary["sft_control"] = {
+            "steps": stages["sft_control"]["steps"],
+            "wall_s": stages["sft_control"]["wall_s"],
+            "budget_s": stages["sft_control"]["budget_s"],
+            "beside_grpo": stages["sft_control"].get("beside_grpo", False),
+            **({"heldout": rates(ctrl["summary"])} if ctrl else {}),
+            "grpo_minus_control": ctrl.get("grpo_minus_control"),
+            "ci95": ctrl.get("ci95"),
+        }
+    return summary
+
+
+def write_summary(run: RunContext, summary: dict) -> Path:
+    import mlflow
+
+    path = Path(run.run_dir) / "summary.json"
+    path.write_text(json.dumps(summary, indent=2))
+    with mlflow.start_run(run_id=run.mlflow_parent_id):
+        mlflow.log_artifact(str(path))
+        mlflow.log_metrics(
+            {
+                "heldout_delta_success": summary["heldout"]["delta_success"],
+                "gate_passed": float(summary["gate"]["passed"]),
+                "wall_s": summary["wall_s"],
+            }
+        )
+    return path
+
+
+def render_table(summary: dict) -> str:
+    """A plain-text table (rich renders it in the terminal)."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    h = summary["heldout"]
+    table = Table(title=f"gymflow run {summary['run_id']} — held-out n={h['n']} (greedy)")
+    table.add_column("policy")
+    for k in _RATES:
+        table.add_column(f"{k} [95% CI]", justify="right")
+
+    def row(name: str, s: dict) -> None:
+        table.add_row(
+            name,
+            *(f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES),
+        )
+
+    row("baseline (GRPO start)", h["baseline"])
+    row("candidate (after GRPO)", h["candidate"])
+    if summary.get("sft_control", {}).get("heldout"):
+        row("control (SFT, same time)", summary["sft_control"]["heldout"])
+    buf = StringIO()
+    console = Console(file=buf, width=110, force_terminal=False)
+    console.print(table)
+    lo, hi = h["ci95"]
+    console.print(f"success delta {h['delta_success']:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])")
+    if summary.get("sft_control", {}).get("grpo_minus_control") is not None:
+        c = summary["sft_control"]
+        console.print(
+            f"GRPO minus SFT control {c['grpo_minus_control']:+.3f} (95% CI [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}])"
+        )
+    gate = summary["gate"]
+    console.print(f"gate: {'PASSED' if gate['passed'] else 'FAILED'} — {gate['reason']}")
+    reg = summary["registry"]
+    if reg["champion_alias_moved"]:
+        moved = f"moved to v{reg['version']}"
+    else:
+        moved = f"not moved (stays at {'v' + reg['previous_champion'] if reg['previous_champion'] else 'none'})"
+    console.print(f"registry: {reg['model']} v{reg['version']} registered; champion alias {moved}")
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in summary["stages"].items() if v is not None)
+    console.print(f"stage wall time: {stages}; total {summary['wall_s']:.1f}s")
+    return buf.getvalue()

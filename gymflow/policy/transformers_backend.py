@@ -1,0 +1,158 @@
+"""The transformers backend: a local causal LM generating token ids with sampling logprobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gymflow.policy.base import Generation
+
+
+class TokenizerEncoding:
+    """Prompt, observation and assistant-turn encoding with a transformers tokenizer.
+
+    Shared by the transformers and vLLM backends. The observation turn is ChatML (the embedded
+    model's template, :mod:`gymflow.policy.chat_template`): the same text the template renders for a
+    ``tool`` message, so a conversation encodes to the same ids in-process and through
+    :mod:`gymflow.policy.openai_server`.
+    """
+
+    tokenizer: object
+    eos_id: int
+
+    def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(
+            messages,
+            tools=tools or None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+        return list(ids)
+
+    def encode_observation(self, output: str, last: bool = True) -> list[int]:
+        text = "\n<|im_start|>tool\n" + output + "<|im_end|>"
+        if last:
+            text += "\n<|im_start|>assistant\n"
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def encode_assistant(self, text: str) -> list[int]:
+        """One assistant turn's ids (re-tokenized from text) ending with EOS."""
+        return [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.eos_id]
+
+
+class TransformersPolicy(TokenizerEncoding):
+    def __init__(self, model, tokenizer, batch_size: int = 64) -> None:
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+
+    @classmethod
+    def from_path(cls, path: str | Path, batch_size: int = 64) -> TransformersPolicy:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model.eval()
+        return cls(model, tokenizer, batch_size)
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        seed: int | list[int] | None = None,
+    ) -> list[Generation]:
+        import torch
+
+        row_seeds = seed if isinstance(seed, list) else None
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError(f"{len(row_seeds)} seeds for {len(prompts)} prompts")
+        if isinstance(seed, int):
+            torch.manual_seed(seed)
+        out: list[Generation] = []
+        with torch.no_grad():
+            for start in range(0, len(prompts), self.batch_size):
+                batch = prompts[start : start + self.batch_size]
+                seeds = row_seeds[start : start + self.batch_size] if row_seeds else None
+                out.extend(self._batch(batch, max_new_tokens, temperature, greedy, seeds))
+        return out
+
+    def _batch(
+        self,
+        prompts: list[list[int]],
+        max_new: int,
+        temperature: float,
+        greedy: bool,
+        seeds: list[int] | None = None,
+    ) -> list[Generation]:
+        import torch
+
+        # One generator per row when seeds are given: a row samples the same tokens whatever
+        # its batch-mates (the collector's sliding window mixes episodes by timing).
+        rngs = [torch.Generator().manual_seed(s) for s in seeds] if seeds and not greedy else None
+
+        # A plain KV-cached decode loop instead of ``model.generate``: the same math with less
+        # per-token overhead, which dominates at this model size (rollouts are most of a GRPO step).
+        # Identical prompts (a GRPO group's G samples) are prefilled once and their KV cache
+        # copied: prefill is about half the generation time and compute-bound on a CPU.
+        unique: dict[tuple[int, ...], int] = {}
+        row_of = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+        width = max(map(len, prompts))
+        batch = len(prompts)
+        ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(unique), width), dtype=torch.long)
+        for i, p in enumerate(unique):
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        was_training = self.model.training
+        self.model.eval()
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+            logits_to_keep=1,
+        )  # fmt: skip
+        past, logits = out.past_key_values, out.logits[:, -1, :]
+        if len(unique) < batch:
+            rows = torch.tensor(row_of)
+            past.batch_select_indices(rows)
+            logits, mask, positions = logits[rows], mask[rows], positions[rows]
+        next_pos = positions[:, -1:] + 1
+        done = torch.zeros(batch, dtype=torch.bool)
+        tokens, logps = [], []
+        for _ in range(max_new):
+            logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
+            if greedy:
+                tok = logp.argmax(-1)
+            elif rngs is not None:
+                probs = logp.exp()
+                tok = torch.cat(
+                    [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(rngs)]
+                )
+            else:
+                tok = torch.multinomial(logp.exp(), 1).squeeze(-1)
+            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
+            tokens.append(tok)
+            logps.append(logp.gather(-1, tok[:, None]).squeeze(-1))
+            done |= tok == self.eos_id
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=1)
+            out = self.model(
+                input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
+                past_key_values=past, use_cache=True,
+            )  # fmt: skip
+            past, logits = out.past_key_values, out.logits[:, -1, :]
+            next_pos = next_pos + 1
+        if was_training:
+            self.model.train()
+        seqs = torch.stack(tokens, dim=1).tolist()
+        chosen = torch.stack(logps, dim=1).tolist()
+        gens = []
+        for i in range(batch):
+            row = seqs[i]
+            finished = self.eos_id in row
+            n = row.index(self.eos_id) + 1 if finished else len(row)
+            gens.append(Generation.decoded(row[:n], chosen[i][:n], finished, self.tokenizer))
+        return gens

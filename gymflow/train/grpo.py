@@ -1,0 +1,328 @@
+"""GRPO on TRL's ``GRPOTrainer`` with our rollout engine plugged in through ``rollout_func``.
+
+TRL owns the loss, the optimizer and the checkpoints; we own generation, the environment
+episodes and the rollout store. The dataset's ``prompt`` column holds task ids; TRL hands each
+generation batch (already repeated ``num_generations`` times) to :class:`RolloutSource`, which
+runs the episodes against the environment server, writes every rollout to Parquet, and returns
+tokens, sampling logprobs, ``env_mask`` and the verifier's reward as an extra column.
+
+Dynamic sampling (DAPO) is done here because TRL 1.16 lacks it: a group whose rewards are all
+equal has zero advantage and teaches nothing, so it is replaced by a fresh group from the task
+pool (up to ``max_resample_rounds``); the batch stays full.
+
+The loss variants, KL, reward scaling and LoRA are TRL's and PEFT's own; the settings only name
+them and refuse unknown values up front (TRL itself would fail only at the first loss). GSPO is
+``importance_sampling_level="sequence"`` with ``loss_type="grpo"``. A LoRA run saves the merged
+model, so the final policy loads with ``from_pretrained`` like a full fine-tune.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from gymflow.core.task_record import Task
+from gymflow.env.client import EnvClient
+from gymflow.env.environment import Environment
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.rollout.driver import run_episodes, training_batch
+from gymflow.rollout.episode import Episode, Sampling
+
+LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+"""The ``loss_type`` values TRL 1.16 implements (``GRPOTrainer._compute_loss``)."""
+
+
+class LoraSettings(BaseModel):
+    """A PEFT LoRA adapter on the policy; merged into the weights when training ends."""
+
+    model_config = {"extra": "forbid"}
+
+    r: int = Field(16, gt=0, description="Adapter rank.")
+    alpha: int = Field(32, gt=0, description="Scaling numerator (``lora_alpha``).")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Modules to adapt; ``all-linear`` = every linear but the head."
+    )
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=self.target_modules,
+            task_type="CAUSAL_LM",
+        )
+
+
+class GRPOSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    max_steps: int = Field(150, description="Optimizer steps.")
+    prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
+    num_generations: int = Field(8, description="Completions per task (G, the group size).")
+    learning_rate: float = Field(1e-4, description="Constant learning rate.")
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
+    loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description='"sequence" with loss_type "grpo" is GSPO.'
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description='Advantage scaling; Dr. GRPO uses "none".'
+    )
+    lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
+    epsilon_high: float = Field(0.28, description="Upper clip (DAPO clip-higher).")
+    temperature: float = Field(
+        0.7, description="Rollout sampling temperature (TRL scales the loss's logits to match)."
+    )
+    max_new_tokens: int = Field(48, description="Tokens per model turn.")
+    dynamic_sampling: bool = Field(
+        True, description="Replace zero-variance groups with fresh ones."
+    )
+    max_resample_rounds: int = Field(2, description="Replacement rounds per batch at most.")
+    vllm: Literal["off", "colocate", "server"] = Field(
+        "off",
+        description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
+        'process ("colocate") or a `trl vllm-serve` server ("server"); TRL syncs the weights '
+        "before each rollout batch. Off: the training model generates (CPU path).",
+    )
+    vllm_server_url: str | None = Field(None, description='"server" mode: the server\'s URL.')
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0.0, le=1.0, description='"colocate" mode: the GPU share vLLM may take.'
+    )
+    save_every: int = Field(20, description="Checkpoint every N steps (resume point).")
+    time_budget_s: float | None = Field(
+        340.0, description="Stop after this much training wall time."
+    )
+    seed: int = Field(0, description="Trainer and sampling seed.")
+
+
+class RolloutSource:
+    """The ``rollout_func`` TRL calls: runs episodes, applies dynamic sampling, stores rollouts."""
+
+    def __init__(
+        self,
+        env: Environment,
+        app,
+        pool: list[Task],
+        settings: GRPOSettings,
+        on_batch: Callable[[list[Episode], list[bool], int], None],
+    ) -> None:
+        self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
+        self.by_id = {t.task_id: t for t in pool}
+        self.pool_ids = [t.task_id for t in pool]
+        self.loop = asyncio.new_event_loop()
+        self.stats = {
+            "groups_generated": 0,
+            "groups_zero_variance": 0,
+            "groups_refilled": 0,
+            "rollout_s": 0.0,
+        }
+
+    def __call__(self, prompts: list[str], trainer) -> dict:
+        started = time.time()
+        g = trainer.num_generations
+        wanted = [prompts[i] for i in range(0, len(prompts), g)]
+        policy = rollout_policy(trainer)
+        kept: list[list[Episode]] = []
+        spare: list[list[Episode]] = []
+        all_eps: list[Episode] = []
+        candidates = list(wanted)
+        for round_ in range(self.settings.max_resample_rounds + 1):
+            groups = self._run_groups(policy, candidates, g, trainer.state.global_step, round_)
+            for group in groups:
+                informative = len({e.reward for e in group}) > 1
+                self.stats["groups_generated"] += 1
+                self.stats["groups_zero_variance"] += not informative
+                if informative and len(kept) < len(wanted):
+                    kept.append(group)
+                else:
+                    spare.append(group)
+                all_eps += group
+            if not self.settings.dynamic_sampling or len(kept) == len(wanted):
+                break
+            missing = len(wanted) - len(kept)
+            rng = random.Random(f"{self.settings.seed}-{trainer.state.global_step}-{round_}")
+            candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
+        while len(kept) < len(wanted):  # pool exhausted: pad with zero-variance groups
+            kept.append(spare.pop(0))
+        self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
+        chosen = {id(e) for grp in kept for e in grp}
+        used = [id(e) in chosen for e in all_eps]
+        self.stats["rollout_s"] += time.time() - started
+        self.on_batch(all_eps, used, trainer.state.global_step)
+        return training_batch([e for grp in kept for e in grp])
+
+    def _run_groups(
+        self, policy, task_ids: list[str], g: int, step: int, round_: int
+    ) -> list[list[Episode]]:
+        # Seeds depend on (seed, step, round) only, so a resumed run samples what the first would have.
+        tasks = [self.by_id[t] for t in task_ids for _ in range(g)]
+        base = self.settings.seed * 1_000_003 + step * 1009 + round_ * 101
+        sampling = Sampling(
+            max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature
+        )
+
+        async def go() -> list[Episode]:
+            async with EnvClient(app=self.app) as client:
+                return await run_episodes(
+                    client, self.env, policy, tasks, sampling, [base + i for i in range(len(tasks))]
+                )
+
+        eps = self.loop.run_until_complete(go())
+        return [eps[i : i + g] for i in range(0, len(eps), g)]
+
+
+def rollout_policy(trainer):
+    """The policy this step's rollouts sample from.
+
+    With vLLM on, TRL has just synced the trainer's weights into its engine (``GRPOTrainer.
+    _generate`` does it before calling ``rollout_func``), so the engine is the current policy:
+    ``colocate`` hands us the in-process ``vllm.LLM``, ``server`` a ``VLLMClient``. Otherwise
+    the training model itself generates.
+    """
+    if getattr(trainer, "use_vllm", False):
+        from gymflow.policy.vllm_backend import VLLMPolicy, VLLMServerPolicy
+
+        engine = trainer.vllm_generation
+        if engine.mode == "colocate":
+            return VLLMPolicy(engine.llm, trainer.processing_class)
+        return VLLMServerPolicy(engine.vllm_client, trainer.processing_class)
+    return TransformersPolicy(trainer.model, trainer.processing_class)
+
+
+def env_reward(completions, env_reward, **kwargs) -> list[float]:
+    """The reward TRL optimizes: the verifier's, computed in the rollout (an extra column)."""
+    return list(env_reward)
+
+
+def run_grpo(
+    model_path: Path,
+    out_dir: Path,
+    source: RolloutSource,
+    settings: GRPOSettings,
+    log_to_mlflow: bool = True,
+    resume: bool = True,
+    callbacks: list | None = None,
+) -> dict:
+    """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any.
+
+    ``callbacks`` are extra ``TrainerCallback``s (the step benchmark times steps with one).
+    """
+    import os
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOTrainer
+
+    class TimeBudget(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if (
+                settings.time_budget_s is not None
+                and time.time() - started > settings.time_budget_s
+            ):
+                control.should_training_stop = True
+            return control
+
+    from datasets import Dataset
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    peft_config = settings.lora.peft_config() if settings.lora is not None else None
+    batch = settings.prompts_per_step * settings.num_generations
+    config = trainer_config(settings, out_dir / "trainer", log_to_mlflow)
+    n_rows = max(len(source.pool_ids), batch)
+    dataset = Dataset.from_list(
+        [{"prompt": source.pool_ids[i % len(source.pool_ids)]} for i in range(n_rows)]
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[env_reward],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=source,
+        callbacks=[TimeBudget(), *(callbacks or [])],
+        peft_config=peft_config,
+    )
+    trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
+    checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
+    started = time.time()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    wall = time.time() - started
+    final = out_dir / "final"
+    if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
+        trainer.model.merge_and_unload().save_pretrained(final)
+    else:
+        trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    return {
+        "path": str(final),
+        "steps": trainer.state.global_step,
+        "wall_s": round(wall, 2),
+        "resumed_from": str(checkpoint) if checkpoint else None,
+        "dynamic_sampling": dict(source.stats),
+        "log_history": trainer.state.log_history,
+    }
+
+
+def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool = True):
+    """TRL's ``GRPOConfig`` for ``settings``: CPU, fp32, one optimizer step per generation batch."""
+    from trl import GRPOConfig
+
+    batch = settings.prompts_per_step * settings.num_generations
+    vllm = {}
+    if settings.vllm != "off":
+        vllm = {
+            "use_vllm": True,
+            "vllm_mode": settings.vllm,
+            "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization,
+        }
+        if settings.vllm_server_url:
+            vllm["vllm_server_base_url"] = settings.vllm_server_url
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        use_cpu=settings.vllm == "off",  # vLLM needs the GPU; without it training stays on CPU
+        **vllm,
+        bf16=False,
+        fp16=False,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        num_generations=settings.num_generations,
+        max_completion_length=settings.max_new_tokens,
+        temperature=settings.temperature,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        beta=settings.beta,
+        loss_type=settings.loss_type,
+        importance_sampling_level=settings.importance_sampling_level,
+        scale_rewards=settings.scale_rewards,
+        epsilon_high=settings.epsilon_high,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_every,
+        save_total_limit=1,
+        report_to="mlflow" if log_to_mlflow else "none",
+        gradient_checkpointing=False,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=settings.seed,
+    )
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    if not folder.exists():
+        return None
+    points = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return points[-1] if points else None

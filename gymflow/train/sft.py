@@ -1,0 +1,178 @@
+"""Supervised fine-tuning on demonstrations with TRL's SFTTrainer.
+
+Demonstrations are (rendered prompt, gold completion) pairs; the loss is on the completion only.
+Training stops at ``max_steps`` or when ``time_budget_s`` runs out (the lifecycle uses the
+latter for its "same wall time on more SFT" control). Every ``eval_every`` steps a callback
+scores *sampled* success on a small validation set and keeps the best checkpoint: GRPO needs a
+start that already succeeds on sampled rollouts some of the time, and greedy success overstates
+that for an under-trained model (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from gymflow.core.failures import FailureKind, GymflowError
+
+SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
+"""The MLflow metric of every checkpoint-picking evaluation (step = the SFT step)."""
+
+
+class SFTSettings(BaseModel):
+    max_steps: int = Field(400, description="Optimizer steps at most.")
+    batch_size: int = Field(32, description="Demonstrations per step.")
+    learning_rate: float = Field(1e-3, description="Peak learning rate (constant after warm-up).")
+    warmup_steps: int = Field(20, description="Linear warm-up steps.")
+    eval_every: int = Field(25, description="Steps between sampled-success evaluations.")
+    target_sampled_success: float = Field(
+        0.3,
+        description="Stop once validation success sampled at GRPO's temperature reaches this "
+        "(>1 = never): GRPO needs a start that succeeds on sampled rollouts some of the time, "
+        "and gains most from one that succeeds only some of the time (docs/tuning.md).",
+    )
+    seed: int = Field(0, description="Shuffling and init seed.")
+
+
+def demonstrations(env, tokenizer, tasks) -> list[dict]:
+    """``{"prompt", "completion"}`` pairs: the rendered prompt and the gold answer plus EOS.
+
+    A task whose gold episode takes several turns (``env.gold_turns``: a multi-step
+    environment's calls, then its answer) gives one pair per assistant turn: the gold episode
+    is played through the in-process resources server, so each later turn's prompt holds the
+    real tool outputs the model will see, and the loss stays on the model's own turns.
+    """
+    from gymflow.core.conversation import messages_from_items, split_rendered
+    from gymflow.rollout.examples import play
+
+    pairs, multi = [], []
+    for t in tasks:
+        turns = env.gold_turns(t)
+        if len(turns) > 1:
+            multi.append((t, turns))
+            continue
+        prompt = tokenizer.apply_chat_template(
+            t.prompt, tools=t.tools, add_generation_prompt=True, tokenize=False
+        )
+        pairs.append({"prompt": prompt, "completion": turns[0] + tokenizer.eos_token})
+    for episode in play(env, multi) if multi else []:
+        task = episode.task
+        messages = messages_from_items(episode.items[len(task.prompt) :])
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant":
+                history = [*task.prompt, *messages[:i]]
+                prompt, completion = split_rendered(tokenizer, history, task.tools, [message])
+                pairs.append({"prompt": prompt, "completion": completion})
+    return pairs
+
+
+def run_sft(
+    model_path: Path,
+    out_dir: Path,
+    demos: list[dict],
+    settings: SFTSettings,
+    evaluate: Callable[[object, object], float] | None = None,
+    time_budget_s: float | None = None,
+    log_to_mlflow: bool = True,
+    should_stop: Callable[[float], bool] | None = None,
+) -> dict:
+    """Train on ``demos`` (``{"prompt": str, "completion": str}``); returns the best checkpoint.
+
+    ``evaluate(model, tokenizer) -> sampled success`` picks the checkpoint; without it the last
+    step is kept. ``should_stop(elapsed_s)`` is asked after every step (the control's
+    :class:`~gymflow.train.twin_clock.TwinClock`); it may raise to abandon the run. Returns ``{"path", "steps", "wall_s", "history": [{"step", "sampled_success"}]}``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from datasets import Dataset
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path)
+    best_dir = out_dir / "best"
+    history: list[dict] = []
+    started = time.time()
+
+    class Watch(TrainerCallback):
+        best = -1.0
+
+        def on_step_end(self, args, state, control, **kw):
+            step = state.global_step
+            if evaluate is not None and (
+                step % settings.eval_every == 0 or step == settings.max_steps
+            ):
+                score = evaluate(model, tokenizer)
+                history.append({"step": step, "sampled_success": score})
+                if log_to_mlflow:
+                    import mlflow
+
+                    mlflow.log_metric(SAMPLED_SUCCESS_METRIC, score, step=step)
+                if score >= self.best:
+                    self.best = score
+                    _save(model, tokenizer, best_dir)
+                if score >= settings.target_sampled_success:
+                    control.should_training_stop = True
+            elapsed = time.time() - started
+            if time_budget_s is not None and elapsed > time_budget_s:
+                control.should_training_stop = True
+            if should_stop is not None and should_stop(elapsed):
+                control.should_training_stop = True
+            return control
+
+    config = SFTConfig(
+        output_dir=str(out_dir / "trainer"),
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=settings.warmup_steps,
+        weight_decay=0.0,
+        logging_steps=10,
+        save_strategy="no",
+        report_to="mlflow" if log_to_mlflow else "none",
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        max_length=model.config.max_position_embeddings,  # the model's whole context
+        dataloader_num_workers=0,
+        gradient_checkpointing=False,
+        seed=settings.seed,
+        disable_tqdm=True,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(demos),
+        processing_class=tokenizer,
+        callbacks=[Watch()],
+    )
+    trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
+    if len(trainer.train_dataset) == 0:  # TRL drops pairs with nothing left to learn
+        raise GymflowError(
+            FailureKind.BAD_REQUEST,
+            f"none of the {len(demos)} demonstrations fits the model's "
+            f"{model.config.max_position_embeddings}-token context with its completion",
+        )
+    trainer.train()
+    if evaluate is None or not best_dir.exists():
+        _save(model, tokenizer, best_dir)
+    return {
+        "path": str(best_dir),
+        "steps": trainer.state.global_step,
+        "wall_s": round(time.time() - started, 2),
+        "history": history,
+    }
+
+
+def _save(model, tokenizer, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
