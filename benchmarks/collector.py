@@ -39,9 +39,9 @@ from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
 from gymflow.policy.spec import load_policy
 from gymflow.rollout.driver import run_episodes
-from gymflow.rollout.engine import CollectSettings, collect_rollouts, plan
+from gymflow.rollout.engine import CollectSettings, collect_rollouts, plan_collection
 from gymflow.rollout.episode import Sampling
-from gymflow.rollout.store import Lineage, collected_row, write_part
+from gymflow.rollout.store import Lineage, rollout_row, write_part
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -98,7 +98,7 @@ def lockstep(env, policy, tasks, settings: CollectSettings, out: Path) -> tuple[
     """The engine before the window: chunks of ``concurrency`` in lock-step, a part each."""
     schema = collected_rollouts(settings.num_repeats, env.reward_range)
     lineage = Lineage(settings.run_id, 0, 0, "", env.name, env.version, "x" * 16)
-    todo = plan(tasks, settings)
+    todo = plan_collection(tasks, settings)
 
     async def go() -> float:
         async with EnvClient(app=build_app(env)) as client:
@@ -109,10 +109,7 @@ def lockstep(env, policy, tasks, settings: CollectSettings, out: Path) -> tuple[
                     client, env, policy, [p.task for p in chunk], settings.sampling,
                     [p.seed for p in chunk],
                 )  # fmt: skip
-                rows = [
-                    collected_row(lineage, p.task, p.sample_idx, p.seed, ep)
-                    for p, ep in zip(chunk, eps, strict=True)
-                ]
+                rows = [rollout_row(lineage, p, ep) for p, ep in zip(chunk, eps, strict=True)]
                 assert all(r["reward"] == 1.0 for r in rows), "gold episodes must score 1"
                 write_part(rows, out, schema, 0)
             return len(todo) / (time.perf_counter() - started)

@@ -23,8 +23,8 @@ from gymflow.environments.counter.server import get_counter_value as _get
 from gymflow.environments.counter.server import increment_counter as _inc
 
 from gymflow.core.tool_calls import render_call
-from gymflow.data.task_set import build_tasks, tokenizer_corpus
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.data.task_set import build_tasks
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 
 TINY = TinyModelConfig(hidden_size=96, num_layers=2, intermediate_size=288, corpus_size=2000)
 SFT_STEPS = 150

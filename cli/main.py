@@ -33,8 +33,9 @@ def run(
     home = project_home()
     configure_prefect(home)
     from gymflow.core.failures import GymflowError
+    from gymflow.core.ids import new_run_id
     from gymflow.lifecycle.config import LifecycleConfig
-    from gymflow.lifecycle.run_context import new_run_id, open_run
+    from gymflow.lifecycle.run_context import open_run
     from gymflow.lifecycle.summary import render_table
 
     run_id = run_id or new_run_id()
@@ -249,13 +250,19 @@ def rollouts_collect(
 
 @rollouts_app.command("export")
 def rollouts_export(
-    src: Path = typer.Option(..., "--in", help="A folder `gymflow rollouts collect` wrote."),
+    src: Path = typer.Option(
+        ...,
+        "--in",
+        help="A rollout folder: a lifecycle run (runs/<id>), a collection, an evaluation "
+        "(runs/<id>/eval/<name>), or the rollouts/ folder of one.",
+    ),
     fmt: str = typer.Option(..., "--format", help="hf, nemo_gym, sft or dpo."),
     out: Path = typer.Option(..., help="Where to write (a folder for hf, else a JSONL file)."),
     min_reward: float = typer.Option(1.0, help="sft: best of a group must reach this reward."),
     tokenizer: Path = typer.Option(None, help="sft/dpo: render prompts with this chat template."),
 ) -> None:
-    """Export collected rollouts: HF datasets, NeMo Gym rollouts, SFT demos or DPO pairs."""
+    """Export rollouts (training, evaluation or collection): HF datasets, NeMo Gym rollouts, SFT
+    demos or DPO pairs."""
     from gymflow.core.failures import GymflowError
     from gymflow.rollout.export import export
 

@@ -24,8 +24,9 @@ def scheduled_lifecycle(config: dict | None = None) -> dict:
     """Entry point of the deployment: one lifecycle run with a fresh run id."""
     from gymflow.flows.lifecycle import lifecycle
 
+    from gymflow.core.ids import new_run_id
     from gymflow.lifecycle.config import LifecycleConfig
-    from gymflow.lifecycle.run_context import new_run_id, open_run
+    from gymflow.lifecycle.run_context import open_run
 
     home = project_home()
     cfg = LifecycleConfig.model_validate(config or {})

@@ -16,6 +16,7 @@ from gymflow.eval.evaluation import evaluate_policy
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.rollout.store import Lineage
 
 
 def evaluate_split(
@@ -27,14 +28,19 @@ def evaluate_split(
     label: str,
     limit: int | None,
 ) -> dict:
-    """Greedy evaluation of one policy; per-task rows go to Parquet, rates to MLflow."""
+    """Greedy evaluation of one policy; per-task rows go to Parquet, rates to MLflow, and every
+    episode to ``eval/<split>-<label>/rollouts/`` (the rollout layout ``gymflow rollouts
+    export`` reads)."""
     import mlflow
 
     env = get_env(cfg.env)
     tasks = read_tasks(data["paths"][split])[:limit]
+    spec = f"transformers:{policy_path}"
+    lineage = Lineage(run.run_id, 0, 0, spec, env.name, env.version, data["dataset_hash"])
     rows, summary = evaluate_policy(
         env, build_app(env), TransformersPolicy.from_path(policy_path), tasks, greedy=True,
         max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+        out_dir=run.dir / "eval" / f"{split}-{label}", lineage=lineage,
     )  # fmt: skip
     frame = pl.DataFrame([{**r, "policy": label} for r in rows]).select(list(EVAL_ROWS.columns))
     path = write_table(frame, EVAL_ROWS, run.dir / "eval" / f"{split}-{label}.parquet")

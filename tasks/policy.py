@@ -7,12 +7,11 @@ from pathlib import Path
 from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
-from gymflow.data.task_set import tokenizer_corpus
 from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
 from gymflow.lifecycle.run_context import RunContext, stage
-from gymflow.policy.tiny_model import ensure_tiny_model
+from gymflow.policy.tiny_model import ensure_tiny_model, tokenizer_corpus
 
 
 @task(name="resolve_policy", **STAGE_OPTIONS)

@@ -24,7 +24,7 @@ from gymflow.eval.evaluation import evaluate_policy
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.policy.transformers_backend import TransformersPolicy
-from gymflow.rollout.store import episode_rows, write_rollouts
+from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
 from gymflow.train import twin_clock
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
@@ -92,26 +92,27 @@ def grpo_stage(
     with twin_clock.grpo_markers(folder), stage(run, "grpo") as info, _torch_threads(threads):
         env = get_env(cfg.env)
         _, pool = split_train(cfg, data)
-        rollout_dir = run.dir / "rollouts"
-        g = cfg.grpo.num_generations
+        rollout_dir = run.dir / ROLLOUTS_DIR  # the run folder is a rollout folder: export reads it
 
-        def store(episodes, used, step):
-            rows = episode_rows(
-                episodes, used, run.run_id, step, step, data["env_version"], data["dataset_hash"], g
-            )
-            write_rollouts(rows, rollout_dir / f"iter-{step:05d}.parquet")
-            rewards = [r["reward"] for r in rows if r["used_for_training"]]
+        def log_batch(episodes, used, step):
+            rewards = [e.reward for e, u in zip(episodes, used, strict=True) if u]
             mlflow.log_metrics(
                 {
                     "rollouts/reward_mean": sum(rewards) / len(rewards),
-                    "rollouts/success_rate": sum(r["success"] for r in rows) / len(rows),
-                    "rollouts/generated": len(rows),
+                    "rollouts/success_rate": sum(e.score["success"] for e in episodes)
+                    / len(episodes),
+                    "rollouts/generated": len(episodes),
                 },
                 step=step,
             )
 
         settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
-        source = RolloutSource(env, build_app(env), pool, settings, store)
+        lineage = Lineage(
+            run.run_id, 0, 0, "grpo", env.name, data["env_version"], data["dataset_hash"]
+        )
+        source = RolloutSource(
+            env, build_app(env), pool, settings, run.dir, lineage, on_batch=log_batch
+        )
         result = run_grpo(Path(start["path"]), folder, source, settings)
         twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
         mlflow.log_metrics(

@@ -41,9 +41,8 @@ def prefect_engine(gym_home):
 @pytest.fixture(scope="session")
 def micro_tool_call_model(tmp_path_factory) -> Path:
     """A real, untrained embedded model for ``tool_call`` (32 wide, 1 layer): seconds to build."""
-    from gymflow.data.task_set import tokenizer_corpus
     from gymflow.env.registry import get_env
-    from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+    from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 
     env = get_env("tool_call")
     cfg = TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, corpus_size=400)

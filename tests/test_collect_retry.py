@@ -25,7 +25,7 @@ from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.policy.spec import load_policy
-from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect_rollouts, plan
+from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect_rollouts, plan_collection
 from gymflow.rollout.episode import Sampling
 from gymflow.rollout.export import export
 from gymflow.rollout.store import read_parts
@@ -140,7 +140,7 @@ def test_only_unscored_rows_are_retried_and_a_retry_can_fail_again(tmp_path, tas
     history = audit.filter(pl.col("task_id") == down.task_id).sort("attempt")
     assert history["attempt"].to_list() == [0, 0, 1, 1, 2, 2]
     assert history["failure_kind"].to_list()[:4] == ["env_unavailable"] * 4
-    assert set(df["rollout_id"]) == {p.rollout_id for p in plan(tasks, settings)}
+    assert set(df["rollout_id"]) == {p.rollout_id for p in plan_collection(tasks, settings)}
 
 
 def test_the_same_attempt_twice_is_a_duplicate(tmp_path, tasks):

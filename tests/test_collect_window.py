@@ -17,7 +17,7 @@ from gymflow.env.environment import Environment, TaskDraft
 from gymflow.env.resources_server import build_app
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
-from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect, plan
+from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect, plan_collection
 from gymflow.rollout.episode import Sampling
 from gymflow.rollout.store import read_parts
 
@@ -119,7 +119,7 @@ def test_lock_step_chunks_would_hold_the_window(tmp_path):
     starts nothing while the slow episode is live; the assertion above tells them apart."""
     env = LatencyEnv(hold_s=0.3)
     tasks = env.make_tasks()
-    planned = plan(tasks, settings())
+    planned = plan_collection(tasks, settings())
 
     async def chunks():
         async with EnvClient(app=build_app(env)) as client:
@@ -150,7 +150,7 @@ def test_model_turns_are_batched_across_live_episodes(tmp_path):
     assert max(n for n, _ in seen) == WINDOW and report.mean_batch > 1
     assert all(len(seeds) == n for n, seeds in seen)  # one seed per prompt
     sent = sorted(s for _, seeds in seen for s in seeds)
-    planned = sorted(p.seed + turn for p in plan(tasks, settings()) for turn in (0, 1))
+    planned = sorted(p.seed + turn for p in plan_collection(tasks, settings()) for turn in (0, 1))
     assert sent == planned  # every turn of every episode sampled with its own seed + turn
 
 
@@ -165,7 +165,7 @@ def test_one_at_a_time_each_turn_samples_with_its_own_seed(tmp_path):
             return super().generate(prompts, max_new_tokens, temperature, greedy, seed)
 
     collect(env, Recording(worker), tasks, tmp_path, settings(concurrency=1))
-    assert seen == [[p.seed + turn] for p in plan(tasks, settings()) for turn in (0, 1)]
+    assert seen == [[p.seed + turn] for p in plan_collection(tasks, settings()) for turn in (0, 1)]
 
 
 def test_a_generation_error_fails_only_its_episode(tmp_path):
@@ -205,5 +205,5 @@ def test_a_bug_stops_the_collection_and_a_rerun_resumes(tmp_path):
     report = collect(env, ScriptedPolicy(worker), tasks, tmp_path, settings(concurrency=2))
     assert report.collected == len(tasks) - before.height
     after = read_parts(tmp_path / ROLLOUTS_DIR)
-    expected = {p.rollout_id for p in plan(tasks, settings())}
+    expected = {p.rollout_id for p in plan_collection(tasks, settings())}
     assert after.height == len(tasks) and set(after["rollout_id"]) == expected

@@ -19,9 +19,9 @@ from gymflow.environments.counter.server import CounterServer
 from pydantic import ValidationError
 
 from gymflow.core.scoring import Score
-from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.train.grpo import GRPOSettings, LoraSettings, RolloutSource, run_grpo
 
 
@@ -63,7 +63,9 @@ def _settings(**kw) -> GRPOSettings:
 def _train(setting, out: Path, settings: GRPOSettings, **kw) -> dict:
     env, app, pool, base = setting
     batches = []
-    source = RolloutSource(env, app, pool, settings, lambda eps, used, step: batches.append(eps))
+    source = RolloutSource(
+        env, app, pool, settings, on_batch=lambda eps, used, step: batches.append(eps)
+    )
     result = run_grpo(base, out, source, settings, log_to_mlflow=False, **kw)
     result["batches"] = batches
     return result
@@ -127,7 +129,7 @@ def test_trl_metrics_reach_the_active_mlflow_run(setting, tmp_path, gym_home):
 
     env, app, pool, base = setting
     settings = _settings(max_steps=1)
-    source = RolloutSource(env, app, pool, settings, lambda *a: None)
+    source = RolloutSource(env, app, pool, settings)
     with mlflow.start_run() as run:
         run_grpo(base, tmp_path, source, settings, log_to_mlflow=True)
     metrics = mlflow.get_run(run.info.run_id).data.metrics

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.data.task_set import build_tasks
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
 from gymflow.eval.evaluation import evaluate_policy
 from gymflow.eval.stats import paired_delta
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
 from gymflow.train.sft import SFTSettings, demonstrations, run_sft
@@ -68,7 +68,7 @@ def test_sft_then_grpo_raise_heldout_reward(setting):
         max_steps=GRPO_STEPS, prompts_per_step=4, num_generations=8, learning_rate=3e-4, temperature=1.0,
         save_every=1000, time_budget_s=None,
     )  # fmt: skip
-    source = RolloutSource(env, app, train[400:], settings, lambda *a: None)
+    source = RolloutSource(env, app, train[400:], settings)
     grpo = run_grpo(Path(sft["path"]), out / "grpo", source, settings, log_to_mlflow=False)
     assert grpo["steps"] == GRPO_STEPS
     before, sb = _rewards(env, app, sft["path"], heldout, greedy=False, samples=2, seed=3)

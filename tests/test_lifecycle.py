@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from gymflow.core.failures import GymflowError
-from gymflow.data.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table
+from gymflow.data.schemas import EVAL_ROWS, TASKS, read_table
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext
+from gymflow.rollout.store import read_rollouts
 
 STAGES_BEFORE_GATE = [
     "generate_tasks",
@@ -127,15 +129,15 @@ def test_parquet_outputs_validate(finished_run):
     }
     heldout_hashes = set(tasks["heldout"]["content_hash"])
     assert not heldout_hashes & set(tasks["train"]["content_hash"]), "held-out leaked into train"
-    rollout_files = sorted((run_dir / "rollouts").glob("iter-*.parquet"))
-    assert len(rollout_files) == cfg.grpo.max_steps
-    for path in rollout_files:
-        frame = read_table(path, ROLLOUTS)
-        assert (
-            frame.filter(frame["used_for_training"]).height
-            == cfg.grpo.prompts_per_step * cfg.grpo.num_generations
-        )
-        assert set(frame["task_id"]) <= set(tasks["train"]["task_id"])
+    rollouts = read_rollouts(run_dir)  # every part validated, one row per rollout id
+    assert sorted(set(rollouts["iteration"])) == list(range(cfg.grpo.max_steps))
+    trained = rollouts.filter(pl.col("used_for_training")).group_by("iteration").len()
+    assert set(trained["len"]) == {cfg.grpo.prompts_per_step * cfg.grpo.num_generations}
+    assert set(rollouts["task_id"]) <= set(tasks["train"]["task_id"])
+    evaluations = [p for p in (run_dir / "eval").iterdir() if p.is_dir()]
+    assert evaluations, "evaluations store their episodes in the rollout layout"
+    for folder in evaluations:  # the same layout and schema as training's rollouts
+        assert read_rollouts(folder)["reward"].is_not_null().all()
     for path in (run_dir / "eval").glob("*.parquet"):
         read_table(path, EVAL_ROWS)
 
@@ -191,3 +193,39 @@ def test_promote_moves_champion_only_when_gate_passes(finished_run):
         champion_version(name) == again["version"]
         and again["previous_champion"] == accepted["version"]
     )
+
+
+@pytest.mark.parametrize("fmt", ["hf", "dpo", "sft", "nemo_gym"])
+@pytest.mark.parametrize("where", ["run", "rollouts", "heldout-eval"])
+def test_rollouts_export_reads_a_lifecycle_run(finished_run, tmp_path, fmt, where):
+    """What the product trains on and evaluates with, ``gymflow rollouts export`` exports."""
+    from gymflow.cli.main import app
+    from typer.testing import CliRunner
+
+    ctx, _, _, _ = finished_run
+    run_dir = Path(ctx.run_dir)
+    src = {
+        "run": run_dir,
+        "rollouts": run_dir / "rollouts",
+        "heldout-eval": next(
+            p for p in (run_dir / "eval").iterdir() if p.name.startswith("heldout")
+        ),
+    }[where]
+    out = tmp_path / ("hf" if fmt == "hf" else f"{fmt}.jsonl")
+    result = CliRunner().invoke(
+        app, ["rollouts", "export", "--in", str(src), "--format", fmt, "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    expected = read_rollouts(src)
+    if fmt == "hf":
+        from datasets import load_from_disk
+
+        assert load_from_disk(str(out)).num_rows == expected.height
+        return
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    if fmt == "nemo_gym":
+        assert len(rows) == expected.filter(pl.col("reward").is_not_null()).height
+    elif fmt == "sft":
+        assert rows and all(r["reward"] >= 1.0 for r in rows)
+    elif where != "heldout-eval":  # greedy evaluation has one sample per task: no pairs
+        assert rows and all(r["chosen_reward"] > r["rejected_reward"] for r in rows)

@@ -14,10 +14,10 @@ import json
 import pytest
 
 from gymflow.core.conversation import messages_from_items
-from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.data.task_set import build_tasks
 from gymflow.env.registry import get_env
 from gymflow.policy.openai_server import encode_conversation
-from gymflow.policy.tiny_model import build_tokenizer
+from gymflow.policy.tiny_model import build_tokenizer, tokenizer_corpus
 from gymflow.policy.transformers_backend import TokenizerEncoding
 from gymflow.rollout.examples import play
 from gymflow.train.sft import demonstrations

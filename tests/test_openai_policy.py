@@ -18,7 +18,7 @@ from gymflow.environments.counter.server import CounterServer
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.tool_calls import render_call
-from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
@@ -28,7 +28,7 @@ from gymflow.policy.openai_backend import OpenAIChatPolicy
 from gymflow.policy.openai_server import build_openai_app
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.policy.spec import load_policy
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.chat_turns import chat_items, extend_token_view
 from gymflow.rollout.driver import run_episodes, training_batch

@@ -16,10 +16,9 @@ from gymflow.environments.counter.server import CounterServer
 from typer.testing import CliRunner
 
 from gymflow.core.failures import FailureKind, GymflowError
-from gymflow.data.task_set import tokenizer_corpus
 from gymflow.policy.openai_backend import OpenAIChatPolicy
 from gymflow.policy.spec import PolicySpec, api_key, load_policy, parse_spec
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 
 ENV = CounterServer()
 

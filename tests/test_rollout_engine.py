@@ -30,7 +30,7 @@ from gymflow.rollout.engine import (
     CollectSettings,
     collect,
     collect_rollouts,
-    plan,
+    plan_collection,
 )
 from gymflow.rollout.export import export
 from gymflow.rollout.store import read_parts, rollout_id, rollouts_frame
@@ -137,10 +137,10 @@ def test_a_second_collector_on_the_same_folder_fails_at_once(tmp_path, tasks):
 
 
 def test_ids_do_not_depend_on_chunking(tasks):
-    a = [p.rollout_id for p in plan(tasks, settings(concurrency=1))]
-    b = [p.rollout_id for p in plan(tasks, settings(concurrency=64))]
+    a = [p.rollout_id for p in plan_collection(tasks, settings(concurrency=1))]
+    b = [p.rollout_id for p in plan_collection(tasks, settings(concurrency=64))]
     assert a == b and len(set(a)) == len(a)
-    assert a != [p.rollout_id for p in plan(tasks, settings(run_id="run-b"))]
+    assert a != [p.rollout_id for p in plan_collection(tasks, settings(run_id="run-b"))]
 
 
 def test_dead_env_url_gives_env_unavailable_rows_not_reward_zero(tmp_path, tasks):

@@ -18,7 +18,7 @@ from gymflow.environments.counter import CounterServer
 from typer.testing import CliRunner
 
 from gymflow.data.task_set import build_tasks
-from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, plan
+from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, plan_collection
 from gymflow.rollout.store import read_parts
 
 GYMFLOW = str(Path(sys.executable).parent / "gymflow")
@@ -81,7 +81,7 @@ def test_killed_collector_resumes_with_nothing_lost_or_duplicated(tmp_path, task
 
     expected = {
         p.rollout_id
-        for p in plan(
+        for p in plan_collection(
             list(load_tasks(COUNTER, task_file).values()),
             CollectSettings(run_id="kill-me", num_repeats=2),
         )

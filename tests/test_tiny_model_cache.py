@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from gymflow.data.task_set import tokenizer_corpus
 from gymflow.env.registry import get_env
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model
+from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 
 
 def test_concurrent_builds_of_one_model_both_succeed(tmp_path):

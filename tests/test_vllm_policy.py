@@ -12,11 +12,16 @@ import torch
 from gymflow.environments.counter.server import CounterServer
 
 from gymflow.core.failures import FailureKind, GymflowError
-from gymflow.data.task_set import build_tasks, tokenizer_corpus
+from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
 from gymflow.policy.spec import load_policy
-from gymflow.policy.tiny_model import TinyModelConfig, build_tokenizer, ensure_tiny_model
+from gymflow.policy.tiny_model import (
+    TinyModelConfig,
+    build_tokenizer,
+    ensure_tiny_model,
+    tokenizer_corpus,
+)
 from gymflow.policy.vllm_backend import sampling_kwargs, to_generation
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling

@@ -125,7 +125,9 @@ def test_grpo_steps_with_colocated_vllm(micro_tool_call_model, tmp_path):
         max_steps=2, prompts_per_step=2, num_generations=4, max_new_tokens=12, save_every=1000,
         time_budget_s=None, dynamic_sampling=False, vllm="colocate",
     )  # fmt: skip
-    source = RolloutSource(env, build_app(env), pool, settings, lambda eps, *_: batches.append(eps))
+    source = RolloutSource(
+        env, build_app(env), pool, settings, on_batch=lambda eps, *_: batches.append(eps)
+    )
     result = run_grpo(micro_tool_call_model, tmp_path, source, settings, log_to_mlflow=False)
     assert result["steps"] == 2 and len(batches) == 2
     assert all(len(e.logprobs) == len(e.completion_ids) for b in batches for e in b)

@@ -31,22 +31,3 @@ def build_tasks(
             )
         )
     return tasks
-
-
-def tokenizer_corpus(env: Environment, n: int, seed: int) -> list[str]:
-    """Rendered conversations (prompt + gold answer) to train the embedded tokenizer on."""
-    from jinja2 import Environment as Jinja
-
-    from gymflow.policy.chat_template import CHAT_TEMPLATE
-
-    template = Jinja().from_string(CHAT_TEMPLATE.replace("| tojson", "| tojson_"))
-    import json
-
-    template.environment.filters["tojson_"] = lambda x: json.dumps(x, ensure_ascii=False)
-    texts = []
-    for task in build_tasks(env, n, seed, 0.0, 0.0):
-        rendered = template.render(
-            messages=task.prompt, tools=task.tools, add_generation_prompt=True
-        )
-        texts.append(rendered + env.gold_text(task) + "<|im_end|>\n")
-    return texts

@@ -9,58 +9,95 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from pathlib import Path
 
-from gymflow.core.failures import FailureKind
+from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.core.tool_calls import render_call
+from gymflow.data.schemas import collected_rollouts
+from gymflow.data.task_table import dataset_hash, write_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.eval.stats import mean_ci, wilson
+from gymflow.policy.base import ChatPolicy, Policy
 from gymflow.policy.transformers_backend import TransformersPolicy
-from gymflow.rollout.driver import run_episodes
-from gymflow.rollout.episode import Sampling
+from gymflow.rollout.driver import run_episodes, run_window
+from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS, Episode, Sampling
+from gymflow.rollout.model_turns import ModelTurns
+from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
 
 
 def evaluate_policy(
     env: Environment,
     app,
-    policy: TransformersPolicy,
+    policy: Policy | ChatPolicy,
     tasks: list[Task],
     greedy: bool = True,
     samples: int = 1,
-    max_new_tokens: int = 48,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     seed: int = 0,
     temperature: float = 1.0,
+    out_dir: Path | None = None,
+    lineage: Lineage | None = None,
 ) -> tuple[list[dict], dict]:
-    """Return ``(rows, summary)``; rows are one per (task, sample) with reward and failure kind."""
+    """Return ``(rows, summary)``; rows are one per (task, sample) with reward and failure kind.
+
+    Episodes run through the one driver, ``len(tasks)`` live at once. With ``out_dir`` every
+    episode is also stored as a rollout row (``out_dir/rollouts/``, ``out_dir/tasks.parquet``),
+    the same layout as collections and GRPO's rollouts, with ``lineage`` (default: an
+    ``eval`` run of this environment). An episode the environment or the backend could not
+    finish fails the evaluation (``GymflowError`` of its kind) after the rows are stored: an
+    incomplete evaluation must not pass for a measured one.
+    """
     sampling = Sampling(max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature)
     passes = 1 if greedy else samples
+    lineage = lineage or Lineage("eval", 0, 0, "", env.name, env.version, dataset_hash(tasks))
+    planned = plan(tasks, lineage.run_id, lineage.iteration, passes, seed * 7919)
+    results: list[tuple[Planned, Episode | None, GymflowError | None]] = []
 
-    async def go():
+    async def go() -> None:
         async with EnvClient(app=app) as client:
-            out = []
-            for k in range(passes):
-                seeds = [seed * 7919 + k * 100_003 + i for i in range(len(tasks))]
-                out.append(await run_episodes(client, env, policy, tasks, sampling, seeds))
-            return out
+            turns = ModelTurns(policy, sampling)
+            await run_window(
+                client, env, turns, planned, max(1, len(tasks)),
+                lambda p, ep, err: results.append((p, ep, err)),
+            )  # fmt: skip
 
+    asyncio.run(go())
+    order = {p.rollout_id: i for i, p in enumerate(planned)}
+    results.sort(key=lambda r: order[r[0].rollout_id])
+    if out_dir is not None:
+        schema = collected_rollouts(passes, env.reward_range)
+        writer = RolloutWriter(out_dir, schema, chunk=len(results))
+        writer.drop_iterations_from(lineage.iteration)  # a re-run evaluation replaces its rows
+        write_tasks(tasks, Path(out_dir) / "tasks.parquet")
+        for p, ep, error in results:
+            writer.add(rollout_row(lineage, p, ep, error))
+        writer.flush()
+    failed = [(ep, error) for _, ep, error in results if error or ep.policy_failed]
+    if failed:
+        ep, error = failed[0]
+        kind = error.kind if error else FailureKind(ep.score["failure_kind"])
+        detail = error.detail if error else ep.score["detail"]
+        raise GymflowError(
+            kind, f"{len(failed)} of {len(results)} evaluation episodes did not finish: {detail}"
+        )
     rows = []
-    for k, episodes in enumerate(asyncio.run(go())):
-        for ep in episodes:
-            valid = _well_formed(ep.score)
-            rows.append(
-                {
-                    "task_id": ep.task.task_id,
-                    "sample_idx": k,
-                    "reward": ep.reward,
-                    "success": bool(ep.score["success"]),
-                    "valid_json": valid,
-                    "unsafe": ep.score["components"].get("safe", 1.0) == 0.0 and valid,
-                    "failure_kind": ep.score["failure_kind"],
-                    "completion_tokens": len(ep.completion_ids),
-                    "latency_s": ep.latency_s,
-                }
-            )
+    for p, ep, _ in results:
+        valid = _well_formed(ep.score)
+        rows.append(
+            {
+                "task_id": ep.task.task_id,
+                "sample_idx": p.sample_idx,
+                "reward": ep.reward,
+                "success": bool(ep.score["success"]),
+                "valid_json": valid,
+                "unsafe": ep.score["components"].get("safe", 1.0) == 0.0 and valid,
+                "failure_kind": ep.score["failure_kind"],
+                "completion_tokens": len(ep.completion_ids),
+                "latency_s": ep.latency_s,
+            }
+        )
     return rows, summarize(rows)
 
 
@@ -109,12 +146,11 @@ def sample_texts(
     policy = TransformersPolicy.from_path(policy_path)
     app = build_app(env)
 
-    async def go():
+    async def go() -> list[Episode]:
         async with EnvClient(app=app) as client:
             sampling = Sampling(max_new_tokens=max_new_tokens)
-            return await run_episodes(
-                client, env, policy, tasks, sampling, [seed + i for i in range(len(tasks))]
-            )
+            seeds = [seed + i for i in range(len(tasks))]
+            return await run_episodes(client, env, policy, tasks, sampling, seeds)
 
     out = {}
     for ep in asyncio.run(go()):

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from gymflow.lifecycle.config import GateSettings
+from pydantic import BaseModel, Field
+
+
+class GateSettings(BaseModel):
+    min_delta_success: float = Field(
+        0.0, description="Held-out success gain required (point estimate)."
+    )
+    require_ci_above_zero: bool = Field(
+        True, description="The gain's 95 % CI lower bound must exceed 0."
+    )
+    max_valid_json_drop: float = Field(0.02, description="Allowed drop in valid-JSON rate.")
+    max_unsafe_increase: float = Field(0.01, description="Allowed rise in unsafe-action rate.")
 
 
 @dataclass(frozen=True)

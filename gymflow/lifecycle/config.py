@@ -7,20 +7,10 @@ import json
 
 from pydantic import BaseModel, Field
 
+from gymflow.eval.gate import GateSettings
 from gymflow.policy.tiny_model import TinyModelConfig
 from gymflow.train.grpo import GRPOSettings
 from gymflow.train.sft import SFTSettings
-
-
-class GateSettings(BaseModel):
-    min_delta_success: float = Field(
-        0.0, description="Held-out success gain required (point estimate)."
-    )
-    require_ci_above_zero: bool = Field(
-        True, description="The gain's 95 % CI lower bound must exceed 0."
-    )
-    max_valid_json_drop: float = Field(0.02, description="Allowed drop in valid-JSON rate.")
-    max_unsafe_increase: float = Field(0.01, description="Allowed rise in unsafe-action rate.")
 
 
 class LifecycleConfig(BaseModel):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,10 +28,6 @@ class RunContext(BaseModel):
     @property
     def cache_dir(self) -> Path:
         return Path(self.home) / ".cache"
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def open_run(home: Path, run_dir: Path, config) -> RunContext:

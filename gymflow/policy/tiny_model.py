@@ -18,6 +18,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from gymflow.data.task_set import build_tasks
+from gymflow.env.environment import Environment
 from gymflow.policy.chat_template import CHAT_TEMPLATE, EOS_TOKEN, PAD_TOKEN, SPECIAL_TOKENS
 
 BUILDER_VERSION = 1
@@ -130,3 +132,22 @@ def ensure_tiny_model(cache_dir: Path, env_name: str, corpus_fn, config: TinyMod
     if (out / "config.json").exists():
         return out
     return build_tiny_model(out, corpus_fn(), config)
+
+
+def tokenizer_corpus(env: Environment, n: int, seed: int) -> list[str]:
+    """Rendered conversations (prompt + gold answer) to train the embedded tokenizer on."""
+    from jinja2 import Environment as Jinja
+
+    from gymflow.policy.chat_template import CHAT_TEMPLATE
+
+    template = Jinja().from_string(CHAT_TEMPLATE.replace("| tojson", "| tojson_"))
+    import json
+
+    template.environment.filters["tojson_"] = lambda x: json.dumps(x, ensure_ascii=False)
+    texts = []
+    for task in build_tasks(env, n, seed, 0.0, 0.0):
+        rendered = template.render(
+            messages=task.prompt, tools=task.tools, add_generation_prompt=True
+        )
+        texts.append(rendered + env.gold_text(task) + "<|im_end|>\n")
+    return texts

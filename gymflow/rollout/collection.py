@@ -69,7 +69,7 @@ def run_collect(
 
 def resumable_run_id(out: Path) -> str:
     """The run already in ``out`` (so a plain re-run resumes it), else a new id."""
-    from gymflow.lifecycle.run_context import new_run_id
+    from gymflow.core.ids import new_run_id
     from gymflow.rollout.store import read_parts
 
     folder = out / ROLLOUTS_DIR

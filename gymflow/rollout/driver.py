@@ -1,13 +1,14 @@
-"""The agent loop: seed → model turn → tool calls → observations → … → verify → close.
+"""The one episode driver: seed → model turn → tool calls → observations → … → verify → close.
 
-Two ways to drive episodes:
-
-* :func:`run_episodes` — lock-step: every live episode takes turn k together, so each model turn
-  is one batched generation (token backends) or one round of concurrent requests (message
-  backends). GRPO and evaluation use it: a batch is a fixed set of episodes.
-* :func:`run_episode` — one episode on its own, its model turns asked of a shared
-  :class:`ModelTurns` that batches the requests of whatever episodes wait for the model at that
-  moment. The rollout engine keeps a sliding window of these, so a slow episode holds nobody.
+Every rollout the product makes goes through :func:`run_window`: GRPO's rollout batches,
+evaluation and profiling samples, collection, the environment self-check. It keeps a sliding
+window of at most ``size`` live episodes (:func:`run_episode`); the next planned one starts as
+soon as one ends, so a slow episode (a long multi-turn one, a slow tool) holds only itself.
+Model turns are batched by a shared :class:`~gymflow.rollout.model_turns.ModelTurns`: the
+turns of every episode waiting for the model at that moment go out as one generation, each
+row with its own seed (``episode seed + turn``), so an episode samples the same tokens
+whatever shares its batch. :func:`run_episodes` is the same window over a list of tasks,
+returning the episodes in order (the form tests, examples and self-checks want).
 
 Token backends (:class:`~gymflow.policy.base.Policy`) give the token view training needs: prompt
 ids, completion ids (model tokens and, for multi-turn, the tool-output tokens between turns),
@@ -17,14 +18,20 @@ Responses-style items; their token view is rebuilt from the ids the server retur
 turn's prompt ids extend the previous context exactly, and is empty otherwise
 (``has_token_view`` False): such episodes are evaluated, and :func:`training_batch` refuses
 them. A turn the backend could not produce (server down, timeout, garbage) ends its episode
-with that failure kind instead of a verifier score; the other episodes go on.
+with that failure kind instead of a verifier score; the other episodes go on. An episode that
+raises a ``GymflowError`` (env down, a refused call) is handed to ``on_done`` with the error;
+any other exception (a bug) stops the window after cancelling the live episodes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
@@ -39,7 +46,71 @@ from gymflow.rollout.chat_turns import (
     extend_token_view,
 )
 from gymflow.rollout.episode import Episode, Sampling
-from gymflow.rollout.model_turns import ModelTurns, chat_request
+from gymflow.rollout.model_turns import ModelTurns
+
+
+class Planned(Protocol):
+    """What the window needs of one planned rollout (the store's ``Planned`` is one)."""
+
+    @property
+    def task(self) -> Task: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+P = TypeVar("P", bound=Planned)
+OnDone = Callable[[P, Episode | None, GymflowError | None], None]
+
+
+async def run_window(
+    client: EnvClient,
+    env: Environment,
+    turns: ModelTurns,
+    todo: Iterable[P],
+    size: int,
+    on_done: OnDone,
+) -> None:
+    """Run every planned rollout of ``todo``, at most ``size`` live at once.
+
+    ``on_done(planned, episode, None)`` for each finished episode (verified, or ended by a
+    policy failure), ``on_done(planned, None, error)`` for one a ``GymflowError`` stopped.
+    """
+    if size < 1:
+        raise ValueError(f"window size must be at least 1, got {size}")
+
+    async def one(p: P) -> tuple[P, Episode | None, GymflowError | None]:
+        try:
+            return p, await run_episode(client, env, turns, p.task, p.seed), None
+        except GymflowError as exc:
+            return p, None, exc
+
+    queue = iter(todo)
+    live: set[asyncio.Task] = set()
+    try:
+        while True:
+            for p in itertools.islice(queue, size - len(live)):
+                live.add(asyncio.create_task(one(p)))
+            if not live:
+                break
+            done, live = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
+            bugs = [t.exception() for t in done if t.exception() is not None]
+            for t in done:
+                if t.exception() is None:
+                    on_done(*t.result())
+            if bugs:
+                raise bugs[0]
+    finally:
+        for t in live:
+            t.cancel()
+        await asyncio.gather(*live, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _Seeded:
+    task: Task
+    seed: int
+    index: int
 
 
 async def run_episodes(
@@ -49,52 +120,28 @@ async def run_episodes(
     tasks: list[Task],
     sampling: Sampling,
     seeds: list[int],
+    concurrency: int | None = None,
+    batch_wait_s: float = 0.01,
 ) -> list[Episode]:
-    """Run one episode per task (tasks may repeat for groups); returns them verified and closed."""
-    t0 = time.time()
-    episodes = [Episode(task=t, seed=s, started_at=t0) for t, s in zip(tasks, seeds, strict=True)]
-    session_ids = await asyncio.gather(*(client.seed_session(e.task) for e in episodes))
-    chat = is_chat_policy(policy)
-    prompt_cache: dict[str, list[int]] = {}
-    for ep, sid in zip(episodes, session_ids, strict=True):
-        ep.session_id = sid
-        _open(ep, policy, prompt_cache)
-    try:
-        for turn in range(env.max_turns):
-            live = [e for e in episodes if not e.done]
-            if not live:
-                break
-            if chat:
-                await _chat_turn(client, env, policy, live, turn, sampling)
-                continue
-            gens = policy.generate(
-                [e.prompt_ids + e.completion_ids for e in live],
-                max_new_tokens=sampling.max_new_tokens,
-                temperature=sampling.temperature,
-                greedy=sampling.greedy,
-                seed=live[0].seed + turn,
-            )
-            await asyncio.gather(
-                *(
-                    _advance(client, env, policy, e, g, turn, sampling)
-                    for e, g in zip(live, gens, strict=True)
-                )
-            )
-        to_verify = [e for e in episodes if not e.policy_failed]
-        scores = await asyncio.gather(
-            *(client.verify(e.session_id, e.items, close=True) for e in to_verify)
-        )
-        for ep in to_verify:  # verify closed them: one round trip less per episode
-            ep.closed = True
-        for ep, score in zip(to_verify, scores, strict=True):
-            _set_score(ep, score)
-        for ep in episodes:
-            ep.latency_s = time.time() - t0
-    finally:
-        await asyncio.gather(
-            *(client.close_session(e.session_id) for e in episodes if e.session_id and not e.closed)
-        )
-    return episodes
+    """One episode per task (tasks may repeat for groups), in order, through :func:`run_window`.
+
+    ``concurrency`` defaults to all of them live at once. Raises the first ``GymflowError``
+    an episode raised, after every episode has ended (use :func:`run_window` to keep them).
+    """
+    todo = [_Seeded(t, s, i) for i, (t, s) in enumerate(zip(tasks, seeds, strict=True))]
+    out: list[Episode | None] = [None] * len(todo)
+    errors: list[GymflowError] = []
+
+    def done(p: _Seeded, episode: Episode | None, error: GymflowError | None) -> None:
+        out[p.index] = episode
+        if error is not None:
+            errors.append(error)
+
+    turns = ModelTurns(policy, sampling, batch_wait_s)
+    await run_window(client, env, turns, todo, concurrency or max(1, len(todo)), done)
+    if errors:
+        raise errors[0]
+    return out  # type: ignore[return-value]
 
 
 async def run_episode(
@@ -102,8 +149,7 @@ async def run_episode(
 ) -> Episode:
     """Run one episode, its model turns batched by ``turns`` with other episodes' turns.
 
-    The same steps and failure handling as :func:`run_episodes` for one task; its session is
-    closed whatever happens. ``latency_s`` is this episode's own, from seed to verdict.
+    Its session is closed whatever happens. ``latency_s`` is this episode's own, from seed to verdict.
     """
     ep = Episode(task=task, seed=seed, started_at=time.time())
     try:
@@ -227,23 +273,6 @@ async def _call_tools(client: EnvClient, ep: Episode, calls: list[dict]) -> list
         )
         outputs.append(output)
     return outputs
-
-
-async def _chat_turn(
-    client: EnvClient,
-    env: Environment,
-    policy: ChatPolicy,
-    live: list[Episode],
-    turn: int,
-    sampling: Sampling,
-) -> None:
-    replies = await policy.chat([chat_request(e, turn, sampling) for e in live])
-    await asyncio.gather(
-        *(
-            _advance_chat(client, env, e, r, turn, sampling)
-            for e, r in zip(live, replies, strict=True)
-        )
-    )
 
 
 async def _advance_chat(

@@ -33,7 +33,6 @@ are written, and a re-run resumes after them.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from collections import Counter
@@ -51,20 +50,19 @@ from gymflow.data.task_table import dataset_hash, write_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.policy.base import ChatPolicy, Policy
-from gymflow.rollout.driver import run_episode
+from gymflow.rollout.driver import run_window
 from gymflow.rollout.episode import Episode, Sampling
 from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.progress import RolloutProgress
 from gymflow.rollout.store import (
+    ROLLOUTS_DIR,
     Lineage,
-    collected_row,
-    group_id_of,
+    Planned,
+    RolloutWriter,
+    plan,
     read_parts,
-    rollout_id,
-    write_part,
+    rollout_row,
 )
-
-ROLLOUTS_DIR = "rollouts"
 
 
 @dataclass(frozen=True)
@@ -117,24 +115,9 @@ class CollectReport:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Planned:
-    task: Task
-    sample_idx: int
-    rollout_id: str
-    seed: int
-    attempt: int = 0
-
-
-def plan(tasks: list[Task], settings: CollectSettings) -> list[Planned]:
-    """Every (task, sample) of the collection, task-major so a group tends to share a chunk."""
-    out = []
-    for task in tasks:
-        group_id = group_id_of(settings.iteration, task.task_id)
-        for k in range(settings.num_repeats):
-            rid = rollout_id(settings.run_id, settings.iteration, group_id, k)
-            out.append(Planned(task, k, rid, settings.seed + int(rid[:7], 16)))
-    return out
+def plan_collection(tasks: list[Task], settings: CollectSettings) -> list[Planned]:
+    """Every (task, sample) of the collection (:func:`gymflow.rollout.store.plan`)."""
+    return plan(tasks, settings.run_id, settings.iteration, settings.num_repeats, settings.seed)
 
 
 async def collect_rollouts(
@@ -159,7 +142,7 @@ async def collect_rollouts(
         attempts, unscored = _on_disk(folder, lineage)
         write_tasks(tasks, out_dir / "tasks.parquet")  # exports read the tasks back from here
         schema = collected_rollouts(settings.num_repeats, settings.reward_range)
-        planned = plan(tasks, settings)
+        planned = plan_collection(tasks, settings)
         missing = [p for p in planned if p.rollout_id not in attempts]
         retries = [
             replace(p, attempt=attempts[p.rollout_id] + 1)
@@ -167,10 +150,13 @@ async def collect_rollouts(
             if settings.retry_failed and p.rollout_id in unscored
         ]
         todo = missing + retries
-        window = _Window(folder, schema, lineage, settings, len(planned), len(planned) - len(todo))
+        window = _Window(out_dir, schema, lineage, settings, len(planned), len(planned) - len(todo))
         turns = ModelTurns(policy, settings.sampling, settings.batch_wait_s)
         with window.bar:
-            await _run_window(client, env, turns, todo, window)
+            try:
+                await run_window(client, env, turns, todo, settings.concurrency, window.add)
+            finally:
+                window.writer.flush()  # finished rows are valid whatever stopped the rest
     wall = time.time() - started
     return CollectReport(
         run_id=settings.run_id,
@@ -181,7 +167,7 @@ async def collect_rollouts(
         unscored=window.unscored,
         retried=len(retries),
         still_failed=window.retries_unscored,
-        parts=window.parts,
+        parts=window.writer.parts,
         wall_s=round(wall, 3),
         rollouts_per_s=round(len(todo) / wall, 2) if wall else 0.0,
         tokens_per_s=round(window.tokens / wall, 1) if wall else 0.0,
@@ -239,73 +225,31 @@ def _on_disk(folder: Path, lineage: Lineage) -> tuple[dict[str, int], set[str]]:
     return attempts, unscored
 
 
-async def _run_window(
-    client: EnvClient, env: Environment, turns: ModelTurns, todo: list[Planned], window: _Window
-) -> None:
-    """At most ``concurrency`` episodes live; each finished one's row goes to ``window``."""
-
-    async def one(p: Planned) -> tuple[Planned, Episode | None, GymflowError | None]:
-        try:
-            return p, await run_episode(client, env, turns, p.task, p.seed), None
-        except GymflowError as exc:
-            return p, None, exc
-
-    queue = iter(todo)
-    live: set[asyncio.Task] = set()
-    try:
-        while True:
-            for p in itertools.islice(queue, window.size - len(live)):
-                live.add(asyncio.create_task(one(p)))
-            if not live:
-                break
-            done, live = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
-            bugs = [t.exception() for t in done if t.exception() is not None]
-            for t in done:
-                if t.exception() is None:
-                    window.add(*t.result())
-            if bugs:
-                raise bugs[0]
-    finally:
-        for t in live:
-            t.cancel()
-        await asyncio.gather(*live, return_exceptions=True)
-        window.flush()  # finished rows are valid whatever stopped the rest
-
-
 class _Window:
-    """Finished rows of a collection: buffered, written ``concurrency`` per part, counted."""
+    """Finished rows of a collection: built, handed to the writer, counted, shown."""
 
     def __init__(
         self,
-        folder: Path,
+        out_dir: Path,
         schema: pa.DataFrameSchema,
         lineage: Lineage,
         settings: CollectSettings,
         planned: int,
         on_disk: int,
     ) -> None:
-        self.folder, self.schema, self.lineage = folder, schema, lineage
-        self.size, self.iteration = settings.concurrency, settings.iteration
+        self.lineage = lineage
+        self.writer = RolloutWriter(out_dir, schema, settings.concurrency)
         self.bar = RolloutProgress(planned, on_disk, settings.progress)
         self.started = time.time()
-        self.buffer: list[dict] = []
-        self.parts: list[str] = []
         self.kinds: Counter[str] = Counter()
         self.unscored = self.retries_unscored = self.tokens = 0
 
     def add(self, p: Planned, episode: Episode | None, error: GymflowError | None) -> None:
-        row = collected_row(self.lineage, p.task, p.sample_idx, p.seed, episode, error, p.attempt)
-        self.buffer.append(row)
+        row = rollout_row(self.lineage, p, episode, error)
+        self.writer.add(row)
         if row["failure_kind"]:
             self.kinds[row["failure_kind"]] += 1
         self.unscored += row["reward"] is None
         self.retries_unscored += row["reward"] is None and p.attempt > 0
         self.tokens += sum(episode.env_mask) if episode is not None else 0
         self.bar.advance(1, self.tokens, time.time() - self.started)
-        if len(self.buffer) >= self.size:
-            self.flush()
-
-    def flush(self) -> None:
-        rows, self.buffer = self.buffer, []  # emptied first: a failed write is not retried
-        if rows:
-            self.parts.append(str(write_part(rows, self.folder, self.schema, self.iteration)))

@@ -6,10 +6,13 @@ from dataclasses import dataclass, field
 
 from gymflow.core.task_record import Task
 
+DEFAULT_MAX_NEW_TOKENS = 48
+"""Tokens per model turn unless a config says otherwise (the one place this default lives)."""
+
 
 @dataclass(frozen=True)
 class Sampling:
-    max_new_tokens: int = 48
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     """Tokens per model turn."""
     max_completion_tokens: int = 256
     """Budget for the whole episode's completion (model + tool tokens)."""

@@ -1,7 +1,8 @@
 """Collected rollouts out to other tools: Hugging Face datasets, NeMo Gym, SFT demos, DPO pairs.
 
-Reads what :mod:`gymflow.rollout.engine` wrote (``IN/rollouts/part-*.parquet``, validated, and
-``IN/tasks.parquet`` for prompts and tools): one row per rollout id, its latest attempt (a
+Reads any rollout folder the product wrote (:mod:`gymflow.rollout.store`: a lifecycle run folder,
+a collection, an evaluation, or their ``rollouts/``; parts validated, ``tasks.parquet`` beside
+them for prompts and tools): one row per rollout id, its latest attempt (a
 rollout retried with ``--retry-failed`` is exported as its retry, never twice).
 
 * ``hf``: every row and column as a ``datasets.Dataset`` (``save_to_disk``), failures included.
@@ -30,9 +31,8 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.jsonl import write_jsonl_atomic
 from gymflow.core.task_record import Task
 from gymflow.data.task_table import read_tasks
-from gymflow.rollout.engine import ROLLOUTS_DIR
 from gymflow.rollout.episode import Episode
-from gymflow.rollout.store import read_parts
+from gymflow.rollout.store import read_rollouts, tasks_file
 
 FORMATS = ("hf", "nemo_gym", "sft", "dpo")
 
@@ -43,16 +43,13 @@ def export(
     """Write ``src``'s rollouts to ``out`` in ``fmt``; returns the rows written."""
     if fmt not in FORMATS:
         raise GymflowError(FailureKind.BAD_REQUEST, f"unknown format {fmt!r}; use one of {FORMATS}")
-    folder = Path(src) / ROLLOUTS_DIR
-    if not folder.is_dir():
-        raise GymflowError(FailureKind.BAD_REQUEST, f"{src}: no {ROLLOUTS_DIR}/ folder here")
-    df = read_parts(folder).sort("rollout_id")
+    df = read_rollouts(src).sort("rollout_id")
     if fmt == "hf":
         from datasets import Dataset
 
         Dataset.from_polars(df).save_to_disk(str(out))
         return df.height
-    tasks = {t.task_id: t for t in read_tasks(Path(src) / "tasks.parquet")}
+    tasks = {t.task_id: t for t in read_tasks(tasks_file(src))}
     if fmt == "nemo_gym":
         rows = nemo_gym_rows(df, tasks)
     else:

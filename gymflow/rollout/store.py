@@ -1,22 +1,29 @@
-"""Rollout rows with full lineage: one validated Parquet file per GRPO iteration, or part files
-appended by the rollout engine (:mod:`gymflow.rollout.engine`).
+"""The rollout store: one row builder, one writer, one reader for every rollout the product makes.
 
-A rollout id is deterministic from (run, iteration, task, sample), so re-running an iteration
-rewrites the same ids instead of adding duplicates, and a resumed collection knows which
-rollouts are already on disk.
+GRPO's rollout batches, evaluations and collections all land in the same layout: a folder
+``OUT/`` holding ``tasks.parquet`` (the tasks, so exports can rebuild prompts) and
+``rollouts/part-<iteration>-<n>.parquet``, validated part files written atomically (temp file
++ rename). A row carries its lineage (:class:`Lineage`: run, iteration, policy version and
+spec, environment and version, task-data hash) and its own ids: a rollout id is deterministic
+from (run, iteration, group, sample), and a sampling seed from (base seed, group, sample), so
+re-running an iteration rewrites the same ids with the same seeds instead of adding new ones,
+and a resumed collection knows which rollouts are already on disk.
+:func:`read_rollouts` reads any such folder (a lifecycle run folder, its ``rollouts/``, a
+collection or an evaluation folder).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandera.polars as pa
 import polars as pl
 
-from gymflow.core.failures import GymflowError
+from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.core.trajectory import prompt_items
 from gymflow.data.schemas import ROLLOUT_ATTEMPTS, ROLLOUTS, read_table, validate, write_table
@@ -28,67 +35,7 @@ def rollout_id(run_id: str, iteration: int, group_id: str, sample_idx: int) -> s
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def episode_rows(
-    episodes: list[Episode],
-    used: list[bool],
-    run_id: str,
-    iteration: int,
-    policy_version: int,
-    env_version: str,
-    dataset_hash: str,
-    group_size: int,
-) -> list[dict]:
-    rows = []
-    for i, (ep, was_used) in enumerate(zip(episodes, used, strict=True)):
-        group_idx, sample_idx = divmod(i, group_size)
-        group_id = f"{iteration}-{group_idx}-{ep.task.task_id}"
-        rows.append(
-            {
-                "rollout_id": rollout_id(run_id, iteration, group_id, sample_idx),
-                "run_id": run_id,
-                "iteration": iteration,
-                "policy_version": policy_version,
-                "env": ep.task.env,
-                "env_version": env_version,
-                "task_id": ep.task.task_id,
-                "group_id": group_id,
-                "sample_idx": sample_idx,
-                "dataset_hash": dataset_hash,
-                "trajectory": json.dumps(ep.items, ensure_ascii=False),
-                "prompt_ids": ep.prompt_ids,
-                "completion_ids": ep.completion_ids,
-                "logprobs": ep.logprobs,
-                "env_mask": ep.env_mask,
-                "reward": float(ep.score["reward"]),
-                "reward_components": json.dumps(ep.score.get("components", {})),
-                "success": bool(ep.score["success"]),
-                "failure_kind": ep.score.get("failure_kind"),
-                "used_for_training": was_used,
-                "turns": ep.turns,
-                "tool_calls": ep.tool_calls,
-                "tokens": len(ep.prompt_ids) + len(ep.completion_ids),
-                "latency_s": float(ep.latency_s),
-                "seed": ep.seed,
-                "started_at": float(ep.started_at),
-            }
-        )
-    return rows
-
-
-def write_rollouts(rows: list[dict], path: Path) -> Path:
-    schema = {
-        "prompt_ids": pl.List(pl.Int64),
-        "completion_ids": pl.List(pl.Int64),
-        "logprobs": pl.List(pl.Float64),
-        "env_mask": pl.List(pl.Int64),
-        "failure_kind": pl.String,
-    }
-    df = pl.DataFrame(rows, schema_overrides=schema)
-    return write_table(df, ROLLOUTS, path)
-
-
-# --- the rollout engine's store: part files under one folder ----------------------------------
-
+ROLLOUTS_DIR = "rollouts"
 PART_GLOB = "part-*.parquet"
 
 
@@ -106,43 +53,81 @@ class Lineage:
     dataset_hash: str
 
 
-def group_id_of(iteration: int, task_id: str) -> str:
-    """A group is the G samples of one task in one iteration (order-free, unlike GRPO's)."""
-    return f"{iteration}-{task_id}"
+def group_id_of(iteration: int, task_id: str, round_: int = 0) -> str:
+    """A group is the G samples of one task in one iteration (and one resampling round:
+    GRPO's dynamic sampling may draw a task again in a later round of the same step)."""
+    return f"{iteration}-{task_id}" if round_ == 0 else f"{iteration}-r{round_}-{task_id}"
 
 
-def collected_row(
+def sample_seed(base: int, group_id: str, sample_idx: int) -> int:
+    """A rollout's sampling seed: the same for the same (base, group, sample), whatever the run
+    id, so a run re-done under another id (or resumed) samples what the first one did."""
+    digest = hashlib.sha256(f"{group_id}/{sample_idx}".encode()).hexdigest()
+    return base + int(digest[:7], 16)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One rollout to make: its task, sample index, ids and seed."""
+
+    task: Task
+    sample_idx: int
+    group_id: str
+    rollout_id: str
+    seed: int
+    attempt: int = 0
+
+
+def plan(
+    tasks: list[Task], run_id: str, iteration: int, repeats: int, seed: int, round_: int = 0
+) -> list[Planned]:
+    """Every (task, sample) of one iteration, task-major (a group's samples are neighbours).
+
+    A task listed twice gets a second group (``#1`` appended to its group id).
+    """
+    out, seen = [], Counter()
+    for task in tasks:
+        group_id = group_id_of(iteration, task.task_id, round_)
+        seen[task.task_id] += 1
+        if seen[task.task_id] > 1:  # the same task twice in one batch: two groups
+            group_id += f"#{seen[task.task_id] - 1}"
+        for k in range(repeats):
+            rid = rollout_id(run_id, iteration, group_id, k)
+            out.append(Planned(task, k, group_id, rid, sample_seed(seed, group_id, k)))
+    return out
+
+
+def rollout_row(
     lineage: Lineage,
-    task: Task,
-    sample_idx: int,
-    seed: int,
+    planned: Planned,
     episode: Episode | None,
     error: GymflowError | None = None,
-    attempt: int = 0,
+    used_for_training: bool = False,
 ) -> dict:
-    """One row; ``episode`` None (with ``error``) for a rollout that never finished.
+    """The one row of one rollout; ``episode`` None (with ``error``) for one that never finished.
 
     A rollout without a verdict (the env or the policy failed) gets reward null, success
     False and the failure's kind and message: it is kept, never counted as a reward of 0.
     """
-    group_id = group_id_of(lineage.iteration, task.task_id)
+    task = planned.task
     row = {
-        "rollout_id": rollout_id(lineage.run_id, lineage.iteration, group_id, sample_idx),
+        "rollout_id": planned.rollout_id,
         "run_id": lineage.run_id,
         "iteration": lineage.iteration,
         "policy_version": lineage.policy_version,
         "env": lineage.env,
         "env_version": lineage.env_version,
         "task_id": task.task_id,
-        "group_id": group_id,
-        "sample_idx": sample_idx,
+        "group_id": planned.group_id,
+        "sample_idx": planned.sample_idx,
         "dataset_hash": lineage.dataset_hash,
         "policy": lineage.policy,
-        "seed": seed,
-        "attempt": attempt,
+        "seed": planned.seed,
+        "attempt": planned.attempt,
     }
     if episode is None:
-        assert error is not None
+        if error is None:
+            raise ValueError("a rollout row needs an episode or the error that stopped it")
         return {
             **row,
             "trajectory": json.dumps(prompt_items(task.prompt), ensure_ascii=False),
@@ -176,13 +161,52 @@ def collected_row(
         "success": bool(score["success"]) and not episode.policy_failed,
         "failure_kind": score.get("failure_kind"),
         "failure_detail": score.get("detail") if score.get("failure_kind") else None,
-        "used_for_training": False,
+        "used_for_training": used_for_training,
         "turns": episode.turns,
         "tool_calls": episode.tool_calls,
         "tokens": len(episode.prompt_ids) + len(episode.completion_ids),
         "latency_s": float(episode.latency_s),
         "started_at": float(episode.started_at),
     }
+
+
+class RolloutWriter:
+    """Rows of one rollout folder, buffered and appended as validated part files.
+
+    ``add`` buffers a row and writes a part once ``chunk`` rows wait; ``flush`` writes the
+    rest. A write that fails (disk full, a row the schema refuses) raises; the rows of earlier
+    parts stay intact and readable.
+    """
+
+    def __init__(self, out_dir: Path, schema: pa.DataFrameSchema, chunk: int) -> None:
+        self.folder = Path(out_dir) / ROLLOUTS_DIR
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.schema, self.chunk = schema, max(1, chunk)
+        self.buffer: list[dict] = []
+        self.parts: list[str] = []
+
+    def add(self, row: dict) -> None:
+        self.buffer.append(row)
+        if len(self.buffer) >= self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        rows, self.buffer = self.buffer, []  # emptied first: a failed write is not retried
+        if rows:
+            iteration = rows[0]["iteration"]
+            self.parts.append(str(write_part(rows, self.folder, self.schema, iteration)))
+
+    def drop_iterations_from(self, iteration: int) -> list[Path]:
+        """Delete the parts of ``iteration`` and later (a training run resumed from a checkpoint
+        taken before them makes those rollouts again, under the same ids)."""
+        dropped = [
+            part
+            for part in sorted(self.folder.glob(PART_GLOB))
+            if int(part.stem.split("-")[1]) >= iteration
+        ]
+        for part in dropped:
+            part.unlink()
+        return dropped
 
 
 def rollouts_frame(rows: list[dict]) -> pl.DataFrame:
@@ -233,3 +257,28 @@ def read_parts(
         return df
     latest = df.filter(pl.col("attempt") == pl.col("attempt").max().over("rollout_id"))
     return validate(latest, schema, str(folder))
+
+
+def rollout_folder(path: Path) -> Path:
+    """The folder of part files for ``path``: a lifecycle run, collection or evaluation folder
+    (holding ``rollouts/``), or that ``rollouts/`` folder itself."""
+    path = Path(path)
+    if (path / ROLLOUTS_DIR).is_dir():
+        return path / ROLLOUTS_DIR
+    if path.name == ROLLOUTS_DIR and path.is_dir():
+        return path
+    raise GymflowError(
+        FailureKind.BAD_REQUEST,
+        f"{path}: no rollouts here; give a run, collection or evaluation folder (one that "
+        f"holds {ROLLOUTS_DIR}/), or its {ROLLOUTS_DIR}/ folder",
+    )
+
+
+def read_rollouts(path: Path, every_attempt: bool = False) -> pl.DataFrame:
+    """The rollouts of any rollout folder (see :func:`rollout_folder`), latest attempts."""
+    return read_parts(rollout_folder(path), every_attempt=every_attempt)
+
+
+def tasks_file(path: Path) -> Path:
+    """``tasks.parquet`` beside the ``rollouts/`` folder that :func:`rollout_folder` finds."""
+    return rollout_folder(path).parent / "tasks.parquet"

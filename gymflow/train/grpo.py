@@ -22,17 +22,23 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from gymflow.core.failures import GymflowError
 from gymflow.core.task_record import Task
+from gymflow.data.schemas import collected_rollouts
+from gymflow.data.task_table import write_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.policy.transformers_backend import TransformersPolicy
-from gymflow.rollout.driver import run_episodes, training_batch
+from gymflow.rollout.driver import run_window, training_batch
 from gymflow.rollout.episode import Episode, Sampling
+from gymflow.rollout.model_turns import ModelTurns
+from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """The ``loss_type`` values TRL 1.16 implements (``GRPOTrainer._compute_loss``)."""
@@ -105,7 +111,15 @@ class GRPOSettings(BaseModel):
 
 
 class RolloutSource:
-    """The ``rollout_func`` TRL calls: runs episodes, applies dynamic sampling, stores rollouts."""
+    """The ``rollout_func`` TRL calls: runs episodes, applies dynamic sampling, stores rollouts.
+
+    Episodes run through the one driver (:func:`gymflow.rollout.driver.run_window`, every
+    episode of a round live at once, a seed per row from :func:`gymflow.rollout.store.plan`)
+    and, with ``out_dir``, every rollout of the step (the groups trained on and the ones
+    dynamic sampling dropped, ``used_for_training`` telling which) is written through the one
+    store as ``out_dir/rollouts/part-<step>-*.parquet`` with ``lineage`` (its iteration and
+    policy version are the step). ``on_batch(episodes, used, step)`` sees the same batch.
+    """
 
     def __init__(
         self,
@@ -113,11 +127,19 @@ class RolloutSource:
         app,
         pool: list[Task],
         settings: GRPOSettings,
-        on_batch: Callable[[list[Episode], list[bool], int], None],
+        out_dir: Path | None = None,
+        lineage: Lineage | None = None,
+        on_batch: Callable[[list[Episode], list[bool], int], None] | None = None,
     ) -> None:
         self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
         self.by_id = {t.task_id: t for t in pool}
         self.pool_ids = [t.task_id for t in pool]
+        self.lineage = lineage or Lineage("grpo", 0, 0, "grpo", env.name, env.version, "")
+        self.writer = None
+        if out_dir is not None:
+            schema = collected_rollouts(settings.num_generations, env.reward_range)
+            self.writer = RolloutWriter(out_dir, schema, chunk=1 << 30)  # one part per step
+            write_tasks(pool, Path(out_dir) / "tasks.parquet")  # exports rebuild prompts
         self.loop = asyncio.new_event_loop()
         self.stats = {
             "groups_generated": 0,
@@ -126,18 +148,28 @@ class RolloutSource:
             "rollout_s": 0.0,
         }
 
+    def resume_at(self, step: int) -> None:
+        """Training restarts at ``step``: rollouts stored for it and later are made again."""
+        if self.writer is not None:
+            self.writer.drop_iterations_from(step)
+
     def __call__(self, prompts: list[str], trainer) -> dict:
         started = time.time()
         g = trainer.num_generations
+        step = trainer.state.global_step
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
         policy = rollout_policy(trainer)
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
-        all_eps: list[Episode] = []
+        done: list[tuple[Planned, Episode | None, GymflowError | None]] = []
         candidates = list(wanted)
         for round_ in range(self.settings.max_resample_rounds + 1):
-            groups = self._run_groups(policy, candidates, g, trainer.state.global_step, round_)
-            for group in groups:
+            results = self._run_round(policy, candidates, g, step, round_)
+            done += results
+            if any(error is not None for _, _, error in results):
+                break  # stored below, then raised: the batch cannot be trained on
+            for i in range(0, len(results), g):
+                group = [ep for _, ep, _ in results[i : i + g]]
                 informative = len({e.reward for e in group}) > 1
                 self.stats["groups_generated"] += 1
                 self.stats["groups_zero_variance"] += not informative
@@ -145,39 +177,56 @@ class RolloutSource:
                     kept.append(group)
                 else:
                     spare.append(group)
-                all_eps += group
             if not self.settings.dynamic_sampling or len(kept) == len(wanted):
                 break
             missing = len(wanted) - len(kept)
-            rng = random.Random(f"{self.settings.seed}-{trainer.state.global_step}-{round_}")
+            rng = random.Random(f"{self.settings.seed}-{step}-{round_}")
             candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
-        while len(kept) < len(wanted):  # pool exhausted: pad with zero-variance groups
+        failed = [error for _, _, error in done if error is not None]
+        while not failed and len(kept) < len(wanted):  # pool exhausted: zero-variance groups
             kept.append(spare.pop(0))
         self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
         chosen = {id(e) for grp in kept for e in grp}
-        used = [id(e) in chosen for e in all_eps]
+        self._store(done, chosen, step)
+        if failed:
+            raise failed[0]
         self.stats["rollout_s"] += time.time() - started
-        self.on_batch(all_eps, used, trainer.state.global_step)
+        if self.on_batch is not None:
+            episodes = [ep for _, ep, _ in done]
+            self.on_batch(episodes, [id(e) in chosen for e in episodes], step)
         return training_batch([e for grp in kept for e in grp])
 
-    def _run_groups(
+    def _run_round(
         self, policy, task_ids: list[str], g: int, step: int, round_: int
-    ) -> list[list[Episode]]:
-        # Seeds depend on (seed, step, round) only, so a resumed run samples what the first would have.
-        tasks = [self.by_id[t] for t in task_ids for _ in range(g)]
-        base = self.settings.seed * 1_000_003 + step * 1009 + round_ * 101
+    ) -> list[tuple[Planned, Episode | None, GymflowError | None]]:
+        # Seeds depend on (seed, step, round, task, sample) only: a resumed run samples what
+        # the first would have.
+        tasks = [self.by_id[t] for t in task_ids]
+        planned = plan(tasks, self.lineage.run_id, step, g, self.settings.seed, round_)
         sampling = Sampling(
             max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature
         )
+        results: list[tuple[Planned, Episode | None, GymflowError | None]] = []
 
-        async def go() -> list[Episode]:
+        async def go() -> None:
             async with EnvClient(app=self.app) as client:
-                return await run_episodes(
-                    client, self.env, policy, tasks, sampling, [base + i for i in range(len(tasks))]
-                )
+                turns = ModelTurns(policy, sampling)
+                await run_window(
+                    client, self.env, turns, planned, len(planned),
+                    lambda p, ep, err: results.append((p, ep, err)),
+                )  # fmt: skip
 
-        eps = self.loop.run_until_complete(go())
-        return [eps[i : i + g] for i in range(0, len(eps), g)]
+        self.loop.run_until_complete(go())
+        order = {p.rollout_id: i for i, p in enumerate(planned)}
+        return sorted(results, key=lambda r: order[r[0].rollout_id])
+
+    def _store(self, done, chosen: set[int], step: int) -> None:
+        if self.writer is None:
+            return
+        lineage = replace(self.lineage, iteration=step, policy_version=step)
+        for p, ep, error in done:
+            self.writer.add(rollout_row(lineage, p, ep, error, id(ep) in chosen))
+        self.writer.flush()
 
 
 def rollout_policy(trainer):
@@ -255,6 +304,7 @@ def run_grpo(
     )
     trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
     checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
+    source.resume_at(int(checkpoint.name.split("-")[1]) if checkpoint else 0)
     started = time.time()
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     wall = time.time() - started
