@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gymflow.environments.counter.server import CounterServer  # noqa: E402
+from gymflow.environments.counter.environment import CounterEnvironment  # noqa: E402
 
 from benchmarks.grpo_envs import (  # noqa: E402
     SFT_STEPS,
@@ -125,8 +125,8 @@ def _pooled(runs: list[dict]) -> dict:
 class TimedSource(RolloutSource):
     """Our ``rollout_func``, timing each call (the rollout phase of a step)."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.times: list[float] = []
 
     def __call__(self, prompts, trainer) -> dict:
@@ -172,7 +172,8 @@ def ours(policy: Path, env, app, tasks, gs: GRPOSettings, out: Path) -> dict:
         calls[0] += sum(e.tool_calls for e in episodes)
         rollouts[0] += len(episodes)
 
-    source = TimedSource(env, app, tasks, gs, count)
+    # rows stored as the lifecycle stores them (validated Parquet parts): part of a real step
+    source = TimedSource(env, app, tasks, gs, out_dir=out, on_batch=count)
     run_grpo(policy, out, source, gs, log_to_mlflow=False, resume=False, callbacks=[timer])
     return {
         **_timings(timer, source.times),
@@ -196,7 +197,7 @@ def environment_factory(policy: Path, tasks, gs: GRPOSettings, out: Path) -> dic
     ]
     config = trainer_config(gs, out / "trainer", log_to_mlflow=False)
     config.max_completion_length = MAX_COMPLETION
-    config.max_tool_calling_iterations = CounterServer.max_turns - 1
+    config.max_tool_calling_iterations = CounterEnvironment.max_turns - 1
     timer = StepTimer()
     CounterToolEnv.calls = 0
     trainer = _timed_trainer(
@@ -259,7 +260,7 @@ def run(steps: int, cache: Path, repeats: int = 3) -> dict:
     policy = counter_policy(cache)
     prep_s = time.time() - t0
     gs = settings(steps)
-    multi, single = CounterServer(), OneTurnCounter()
+    multi, single = CounterEnvironment(), OneTurnCounter()
     tasks = build_tasks(multi, 400, seed=21, heldout_frac=0.0, val_frac=0.0)
     runs: dict[str, list[dict]] = {"slow": [], "trl_env": [], "instant": [], "bare": []}
     # The paths alternate (a b c d a b c d …) so that a noisy stretch of a shared machine lands

@@ -208,7 +208,7 @@ def test_rollouts_export_reads_a_lifecycle_run(finished_run, tmp_path, fmt, wher
         "run": run_dir,
         "rollouts": run_dir / "rollouts",
         "heldout-eval": next(
-            p for p in (run_dir / "eval").iterdir() if p.name.startswith("heldout")
+            p for p in (run_dir / "eval").iterdir() if p.is_dir() and p.name.startswith("heldout")
         ),
     }[where]
     out = tmp_path / ("hf" if fmt == "hf" else f"{fmt}.jsonl")
@@ -223,9 +223,16 @@ def test_rollouts_export_reads_a_lifecycle_run(finished_run, tmp_path, fmt, wher
         assert load_from_disk(str(out)).num_rows == expected.height
         return
     rows = [json.loads(line) for line in out.read_text().splitlines()]
+    groups = (
+        expected.filter(pl.col("reward").is_not_null())
+        .group_by("group_id")
+        .agg(best=pl.col("reward").max(), worst=pl.col("reward").min())
+    )
     if fmt == "nemo_gym":
         assert len(rows) == expected.filter(pl.col("reward").is_not_null()).height
-    elif fmt == "sft":
-        assert rows and all(r["reward"] >= 1.0 for r in rows)
-    elif where != "heldout-eval":  # greedy evaluation has one sample per task: no pairs
-        assert rows and all(r["chosen_reward"] > r["rejected_reward"] for r in rows)
+    elif fmt == "sft":  # the best of each group that reached reward 1.0
+        assert len(rows) == groups.filter(pl.col("best") >= 1.0).height
+        assert all(r["reward"] >= 1.0 for r in rows)
+    else:  # dpo: best vs worst of each group whose rewards differ
+        assert len(rows) == groups.filter(pl.col("best") > pl.col("worst")).height
+        assert all(r["chosen_reward"] > r["rejected_reward"] for r in rows)

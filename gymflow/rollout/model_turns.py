@@ -2,8 +2,7 @@
 
 :func:`gymflow.rollout.driver.run_episode` asks a shared :class:`ModelTurns` for each of its turns;
 the rollout engine runs a sliding window of such episodes, so batches form from whoever is
-waiting for the model at that moment instead of from a fixed lock-step set (which
-:func:`gymflow.rollout.driver.run_episodes` keeps for GRPO and evaluation). A small hand-written
+waiting for the model at that moment instead of from a fixed lock-step set. A small hand-written
 batcher: the batching engines that exist (vLLM's) live inside a model server; the in-process
 backends take a list of prompts, so something must gather the list.
 """
@@ -36,7 +35,7 @@ class ModelTurns:
     others: at most ``max_wait_s``, and never longer than a generation has been taking (a
     running average), since waiting longer than one generation costs more than generating a
     second batch — so an instant backend (scripted) hardly waits, a model waits to fill its
-    batch. Generation runs on the event loop, as in lock-step ``run_episodes``. Message
+    batch. Generation runs on the event loop. Message
     backends: each request goes out at once (the backend runs them concurrently, up to its
     own limit).
 
