@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from gymflow.environments.tool_call import ToolCallServer
+from gymflow.environments.tool_call import ToolCallEnvironment
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -25,7 +25,7 @@ from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
 from gymflow.env.sessions import RequestError, Session, SessionStore
 
-ENV = ToolCallServer()
+ENV = ToolCallEnvironment()
 TASKS = build_tasks(ENV, 30, 11, 0.0, 0.0)
 MAX_BODY = 64 * 1024
 
@@ -89,7 +89,7 @@ class NotesEnv(Environment):
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LoopbackServer]:
-    with LoopbackServer(build_app(ENV, max_body_bytes=MAX_BODY)) as server:
+    with LoopbackServer(build_app(ENV, max_body_bytes=MAX_BODY, client_session_ids=True)) as server:
         yield server
 
 
@@ -97,7 +97,7 @@ def live() -> Iterator[LoopbackServer]:
 def make_client(request, live) -> Callable[..., EnvClient]:
     """A factory of clients for one server, in-process or over a real socket."""
     if request.param == "asgi":
-        app = build_app(ENV, max_body_bytes=MAX_BODY)
+        app = build_app(ENV, max_body_bytes=MAX_BODY, client_session_ids=True)
         return lambda **kw: EnvClient(app=app, **kw)
     return lambda **kw: EnvClient(base_url=live.url, **kw)
 
@@ -106,7 +106,7 @@ def make_client(request, live) -> Callable[..., EnvClient]:
 def raw_client(request, live) -> Callable[[], httpx.AsyncClient]:
     """Plain httpx, to send bodies the EnvClient never would."""
     if request.param == "asgi":
-        app = build_app(ENV, max_body_bytes=MAX_BODY)
+        app = build_app(ENV, max_body_bytes=MAX_BODY, client_session_ids=True)
         return lambda: httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://env"
         )
@@ -207,7 +207,7 @@ def test_close_is_idempotent_and_a_closed_id_is_never_reused(make_client):
             assert await client.close_session(sid) is True
             assert await client.close_session(sid) is False
             assert await client.close_session(sid) is False
-            err = await expect_error(client.seed_session(TASKS[1], sid), FailureKind.SESSION_CLOSED)
+            err = await expect_error(client.seed_session(TASKS[1], sid), FailureKind.SESSION_EXISTS)
             assert sid in str(err)
             await expect_error(client.verify(sid, gold_items(TASKS[1])), FailureKind.SESSION_CLOSED)
             await expect_error(
@@ -222,7 +222,7 @@ def test_seed_with_explicit_id_and_reuse_of_a_live_id(make_client):
         async with make_client() as client:
             sid = f"mine-{time.monotonic_ns()}"
             assert await client.seed_session(TASKS[2], sid) == sid
-            await expect_error(client.seed_session(TASKS[3], sid), FailureKind.SESSION_CLOSED)
+            await expect_error(client.seed_session(TASKS[3], sid), FailureKind.SESSION_EXISTS)
             assert (await client.verify(sid, gold_items(TASKS[2])))["reward"] == 1.0  # untouched
             await client.close_session(sid)
 
@@ -240,7 +240,7 @@ def test_closed_id_refused_with_409(raw_client):
             }
             resp = await http.post("/seed_session", json=body)
             assert resp.status_code == 409
-            assert resp.json()["error"]["kind"] == "session_closed"
+            assert resp.json()["error"]["kind"] == "session_exists"
 
     run(main())
 
@@ -281,7 +281,7 @@ def test_task_of_another_environment_is_refused(make_client):
 
 def test_ttl_expiry_frees_the_session():
     async def main():
-        app = build_app(ENV, ttl_s=0.05)
+        app = build_app(ENV, ttl_s=0.05, client_session_ids=True)
         async with EnvClient(app=app) as client:
             first = await client.seed_session(TASKS[0])
             second = await client.seed_session(TASKS[1])
@@ -295,7 +295,7 @@ def test_ttl_expiry_frees_the_session():
             await expect_error(
                 client.call_tool(second, "set_timer", {"minutes": 1}), FailureKind.SESSION_EXPIRED
             )
-            await expect_error(client.seed_session(TASKS[0], first), FailureKind.SESSION_CLOSED)
+            await expect_error(client.seed_session(TASKS[0], first), FailureKind.SESSION_EXISTS)
 
     run(main())
 
@@ -692,13 +692,34 @@ def test_client_needs_exactly_one_target():
         EnvClient(app=build_app(ENV), base_url="http://127.0.0.1:1")
 
 
-def test_closed_ids_are_remembered_up_to_a_bound():
-    store = SessionStore(ttl_s=100.0, max_sessions=10, max_closed=3)
+def test_ended_ids_are_remembered_up_to_a_byte_bound():
+    cost = len("a") + SessionStore.ENDED_ID_OVERHEAD
+    store = SessionStore(ttl_s=100.0, max_sessions=10, max_closed_bytes=3 * cost)
     now = time.monotonic()
     for sid in ("a", "b", "c", "d"):
         store.add(sid, Session(TASKS[0], None, now + 100.0))
         store.close(sid)
     assert list(store.closed) == ["b", "c", "d"]  # "a", the oldest, was forgotten
+    assert store.closed_bytes == 3 * cost
     with pytest.raises(RequestError) as info:
         store.add("d", Session(TASKS[0], None, now + 100.0))
-    assert info.value.kind is FailureKind.SESSION_CLOSED
+    assert info.value.kind is FailureKind.SESSION_EXISTS
+
+
+def test_closing_an_id_nobody_seeded_is_not_remembered():
+    store = SessionStore(ttl_s=100.0, max_sessions=10)
+    assert store.close("never-seeded") is False
+    assert store.closed == {} and store.closed_bytes == 0
+    store.add("never-seeded", Session(TASKS[0], None, time.monotonic() + 100.0))  # not blocked
+
+
+def test_live_sessions_are_capped_in_bytes():
+    store = SessionStore(ttl_s=100.0, max_sessions=10, max_live_bytes=1000)
+    now = time.monotonic()
+    store.add("a", Session(TASKS[0], None, now + 100.0, weight=600))
+    with pytest.raises(RequestError) as info:
+        store.add("b", Session(TASKS[0], None, now + 100.0, weight=600))
+    assert info.value.kind is FailureKind.SESSION_LIMIT and info.value.status == 429
+    store.close("a")
+    assert store.live_bytes == 0
+    store.add("b", Session(TASKS[0], None, now + 100.0, weight=600))

@@ -2,7 +2,9 @@
 
 Every call has a timeout and a capped number of retries with exponential backoff; after that
 it raises ``GymflowError(ENV_UNAVAILABLE)`` instead of retrying forever. Answers with an
-``error`` body (4xx) are not retried: they are the server telling us what was wrong.
+``error`` body (4xx) are not retried: they are the server telling us what was wrong; nor are
+5xx answers whose kind says the same request would fail again (``verifier_error``,
+``verify_timeout``, ``internal_error``): they raise with that kind at once.
 
 Session affinity: ``base_url`` may name several replicas, and a server started with
 ``gymflow env serve --workers N`` lists its workers in ``/health``. New sessions go round-robin
@@ -189,15 +191,15 @@ class EnvClient:
                 if attempt < self.retries:
                     await asyncio.sleep(self.backoff_s * 2**attempt)
                 continue
-            if status >= 500:
-                last = f"HTTP {status}: {_text(raw)}"
-                if attempt < self.retries:
-                    await asyncio.sleep(self.backoff_s * 2**attempt)
-                continue
             try:
                 data = fast_json.loads(raw)
             except ValueError:
                 data = None
+            if status >= 500 and _error_kind(data) not in FINAL_SERVER_ERRORS:
+                last = f"HTTP {status}: {_text(raw)}"
+                if attempt < self.retries:
+                    await asyncio.sleep(self.backoff_s * 2**attempt)
+                continue
             if status >= 400:
                 err = data.get("error") if isinstance(data, dict) else None
                 err = err if isinstance(err, dict) else {}
@@ -285,3 +287,17 @@ class EnvClient:
 
 def _text(raw: bytes) -> str:
     return raw[:200].decode("utf-8", "replace")
+
+
+FINAL_SERVER_ERRORS = frozenset(
+    {FailureKind.VERIFIER_ERROR, FailureKind.VERIFY_TIMEOUT, FailureKind.INTERNAL_ERROR}
+)
+"""5xx answers that say the same request would fail again (a bug, a hang): not retried."""
+
+
+def _error_kind(data: object) -> FailureKind | None:
+    err = data.get("error") if isinstance(data, dict) else None
+    try:
+        return FailureKind(err.get("kind")) if isinstance(err, dict) else None
+    except ValueError:
+        return None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
+from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.env.tool_schema import ToolSpec, tool_spec
@@ -83,6 +84,25 @@ class Environment(ABC):
 
     def probes(self, task: Task) -> list[Probe]:
         return []
+
+    def check_task(self, task: Task) -> None:
+        """Raise (any exception, with a message) if this environment cannot use ``task``.
+
+        The resources server calls it at ``/seed_session`` and refuses such a task with
+        ``bad_request``, so a ground truth the verifier cannot read (``{}``, a missing field)
+        never reaches ``verify``. By default the gold episode is built from the ground truth,
+        which reads every field a verifier compares against; override it to check more.
+        """
+        turns = self.gold_turns(task)
+        if not turns or not all(isinstance(turn, str) for turn in turns):
+            raise ValueError("its gold episode is empty")
+
+    def invalid_trajectory_score(self, problem: str) -> Score:
+        """What a trajectory that is not of the Responses shape scores: the model's fault, at
+        the lowest reward that is not below 0 when the range allows (else its lowest)."""
+        low, high = self.reward_range
+        reward = 0.0 if low <= 0.0 <= high else low
+        return Score(reward, False, FailureKind.INVALID_TRAJECTORY, {}, problem)
 
     def importers(self) -> dict[str, Callable[[dict], Task]]:
         """Extra task formats for ``gymflow verify --format``: name -> (JSON row -> Task).

@@ -5,12 +5,22 @@ Endpoints: ``POST /seed_session`` (task → session id), ``POST /tools/{name}``,
 ends the session, saving a round trip), ``POST /close_session`` (idempotent), ``GET /tools``,
 ``GET /health``.
 
-Sessions (:mod:`gymflow.env.sessions`) are explicit ids with a TTL and a cap; closed or expired
-sessions free their state, and a closed id cannot be seeded again. Every error is JSON
+Sessions (:mod:`gymflow.env.sessions`) are ids the server issues (random, unguessable) with a
+TTL and caps in count and bytes; closed or expired sessions free their state, and an id is
+never seeded twice. Client-chosen ids are off unless ``client_session_ids`` is set (then at most
+128 characters of ``[A-Za-z0-9_.:-]``). Every error, whatever the path or the bug, is JSON
 ``{"error": {"kind", "message"}}`` with a status code; a tool that raises returns its error as
 an observation (status 200, ``error`` set) that the model sees, never a crash. Bodies over
-``max_body_bytes`` get 413, bodies that are not UTF-8 JSON get 400, and nothing a request does
-touches another session. Heavy verifiers run in a process pool (:mod:`gymflow.env.verify_pool`).
+``max_body_bytes`` get 413, bodies that are not UTF-8 JSON (or hold a number JSON cannot read)
+get 400, and nothing a request does touches another session.
+
+What the caller sent decides the fault: a task the environment cannot use (its ground truth
+lacks what the gold answer and verifier read) is refused at ``/seed_session`` with
+``bad_request``; a trajectory that is not of the Responses shape is scored
+``invalid_trajectory`` (the model's or client's fault, :mod:`gymflow.env.items`); a verifier
+that raises on a well-formed one is ``verifier_error`` (500, a bug in the environment) and one
+that hangs past ``verify_timeout_s`` is ``verify_timeout`` (heavy verifiers, which run in a
+process pool, :mod:`gymflow.env.verify_pool`).
 
 With ``token`` set, every endpoint but ``/health`` wants ``Authorization: Bearer <token>``.
 With ``worker`` set (``gymflow env serve --workers N``), session ids carry the worker's index
@@ -28,21 +38,28 @@ import asyncio
 import hmac
 import inspect
 import json
+import logging
+import re
+import secrets
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gymflow.core import fast_json
-from gymflow.core.failures import FailureKind
+from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment
+from gymflow.env.items import check_items
 from gymflow.env.sessions import RequestError, Session, SessionStore
 from gymflow.env.verify_pool import VerifyPool
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+"""What a client-chosen session id may be (when the server allows them)."""
 
 
 class SeedRequest(BaseModel):
@@ -57,7 +74,8 @@ class ToolRequest(BaseModel):
 
 class VerifyRequest(BaseModel):
     session_id: str
-    items: list[dict]
+    items: list[Any]
+    """Checked by :func:`~gymflow.env.items.check_items`: a bad item is scored, not refused."""
     close: bool = False
 
 
@@ -92,11 +110,15 @@ def build_app(
     token: str | None = None,
     worker: WorkerInfo | None = None,
     verify_workers: int | None = None,
+    client_session_ids: bool = False,
+    verify_timeout_s: float = 60.0,
+    max_live_bytes: int = 1 << 30,
 ) -> FastAPI:
     """An ASGI app serving ``env``; use in-process (``EnvClient(app=...)``) or with uvicorn."""
     app = FastAPI(title=f"gymflow env {env.name}", version=env.version)
-    store = SessionStore(ttl_s, max_sessions)
-    verifier = VerifyPool(env, verify_workers)
+    app.add_middleware(_ErrorShape)
+    store = SessionStore(ttl_s, max_sessions, max_live_bytes)
+    verifier = VerifyPool(env, verify_workers, verify_timeout_s)
     app.state.sessions, app.state.verifier = store, verifier
     app.router.on_shutdown.append(verifier.shutdown)
     specs = env.tool_specs
@@ -139,11 +161,19 @@ def build_app(
                 400, FailureKind.NOT_UTF8, f"body is not UTF-8 at byte {exc.start}"
             ) from None
         try:
-            return model.model_validate(json.loads(text))
+            parsed = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RequestError(
                 400, FailureKind.INVALID_JSON, f"body is not JSON: {exc.msg}"
             ) from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc}") from None
+        except RecursionError:
+            raise RequestError(
+                400, FailureKind.INVALID_JSON, "body is not JSON: nested too deeply"
+            ) from None
+        try:
+            return model.model_validate(parsed), len(raw)
         except RecursionError:
             raise RequestError(
                 400, FailureKind.INVALID_JSON, "body is not JSON: nested too deeply"
@@ -169,6 +199,13 @@ def build_app(
     async def _request_error(_: Request, exc: RequestError) -> Response:
         return _json({"error": {"kind": str(exc.kind), "message": exc.message}}, exc.status)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        return _json(
+            {"error": {"kind": str(FailureKind.BAD_REQUEST), "message": message}}, exc.status_code
+        )
+
     @app.get("/health")
     async def health() -> Response:
         store.expire()
@@ -184,18 +221,41 @@ def build_app(
 
     @app.post("/seed_session")
     async def seed_session(request: Request) -> Response:
-        req = await body(request, SeedRequest)
-        if req.task.env != env.name:
+        req, size = await body(request, SeedRequest)
+        task = req.task
+        if task.env != env.name:
             raise RequestError(
-                422, FailureKind.BAD_REQUEST, f"task is for {req.task.env}, not {env.name}"
+                422, FailureKind.BAD_REQUEST, f"task is for {task.env}, not {env.name}"
             )
-        session_id = req.session_id or (worker.prefix if worker else "") + uuid.uuid4().hex
-        store.add(session_id, Session(req.task, env.new_state(req.task), time.monotonic() + ttl_s))
-        return _json({"session_id": session_id, "prompt": req.task.prompt, "tools": req.task.tools})
+        if req.session_id is not None and not client_session_ids:
+            raise RequestError(
+                422,
+                FailureKind.BAD_REQUEST,
+                "this server issues session ids; send no session_id (or start it with "
+                "client-chosen ids allowed)",
+            )
+        if req.session_id is not None and not SESSION_ID.fullmatch(req.session_id):
+            raise RequestError(
+                422,
+                FailureKind.BAD_REQUEST,
+                "session_id must be 1 to 128 characters of letters, digits and _.:-",
+            )
+        try:
+            env.check_task(task)
+            state = env.new_state(task)
+        except Exception as exc:  # the task's own data: the caller's fault, said as such
+            raise RequestError(
+                422,
+                FailureKind.BAD_REQUEST,
+                f"task {task.task_id} cannot be used by {env.name}: {type(exc).__name__}: {exc}",
+            ) from None
+        session_id = req.session_id or (worker.prefix if worker else "") + secrets.token_hex(16)
+        store.add(session_id, Session(task, state, time.monotonic() + ttl_s, weight=size))
+        return _json({"session_id": session_id, "prompt": task.prompt, "tools": task.tools})
 
     @app.post("/tools/{name:path}")  # any name the model made up reaches the handler
     async def call_tool(name: str, request: Request) -> Response:
-        req = await body(request, ToolRequest)
+        req, _ = await body(request, ToolRequest)
         session = session_of(req.session_id)
         session.tool_calls += 1
         if name not in specs:
@@ -220,19 +280,67 @@ def build_app(
 
     @app.post("/verify")
     async def verify(request: Request) -> Response:
-        req = await body(request, VerifyRequest)
+        req, _ = await body(request, VerifyRequest)
         session = session_of(req.session_id)
-        score = await verifier.verify(session.task, req.items)
+        problem = check_items(req.items)
+        if problem is not None:
+            score = env.invalid_trajectory_score(problem).to_dict()
+        else:
+            try:
+                score = await verifier.verify(session.task, req.items)
+            except RequestError:
+                raise
+            except GymflowError as exc:  # a verifier that reports its own kind (a judge down)
+                raise RequestError(503, exc.kind, exc.detail) from None
+            except Exception as exc:
+                raise RequestError(
+                    500,
+                    FailureKind.VERIFIER_ERROR,
+                    f"the {env.name} verifier raised {type(exc).__name__}: {exc} on a "
+                    "well-formed trajectory (a bug in the environment)",
+                ) from None
         if req.close:
             store.close(req.session_id)
         return _json(score)
 
     @app.post("/close_session")
     async def close_session(request: Request) -> Response:
-        req = await body(request, CloseRequest)
+        req, _ = await body(request, CloseRequest)
         return _json({"closed": store.close(req.session_id)})
 
     return app
+
+
+class _ErrorShape:
+    """ASGI middleware: an exception no handler turned into an answer becomes a 500 in the
+    error shape (kind ``internal_error``), logged with its traceback for the operator."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                raise
+            logging.getLogger("gymflow.env").exception("request failed: %s", scope.get("path"))
+            error = {
+                "kind": str(FailureKind.INTERNAL_ERROR),
+                "message": f"{type(exc).__name__}: {exc}",
+            }
+            response = _json({"error": error}, 500)
+            await response(scope, receive, send)
 
 
 def _json(content: Any, status: int = 200) -> Response:

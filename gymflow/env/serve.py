@@ -7,8 +7,9 @@ every later call of a session to its worker (the session id names it). Why not o
 with N uvicorn workers: the kernel hands connections to workers at random, so a session's
 second call would land on a process that does not hold it.
 
-Binds loopback by default. Bound elsewhere, set a bearer token (``--token`` or
-``GYMFLOW_ENV_TOKEN``); without one the server says so on stderr at start.
+Binds loopback by default. Bound elsewhere it needs a bearer token (``--token`` or
+``GYMFLOW_ENV_TOKEN``) and refuses to start without one, unless ``--insecure`` says that anyone
+who can reach the port may call its tools.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import multiprocessing
 import signal
 import sys
 import time
+
+from gymflow.core.failures import FailureKind, GymflowError
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -27,7 +30,13 @@ def worker_urls(host: str, port: int, workers: int) -> list[str]:
 
 
 def _run_worker(
-    name: str, host: str, port: int, token: str | None, index: int, urls: list[str]
+    name: str,
+    host: str,
+    port: int,
+    token: str | None,
+    index: int,
+    urls: list[str],
+    client_session_ids: bool = False,
 ) -> None:
     import uvicorn
 
@@ -35,28 +44,48 @@ def _run_worker(
     from gymflow.env.resources_server import WorkerInfo, build_app
 
     worker = WorkerInfo(index, tuple(urls)) if len(urls) > 1 else None
-    app = build_app(get_env(name), token=token, worker=worker)
+    app = build_app(
+        get_env(name), token=token, worker=worker, client_session_ids=client_session_ids
+    )
     uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
 
 
-def serve(name: str, host: str, port: int, workers: int = 1, token: str | None = None) -> int:
+def serve(
+    name: str,
+    host: str,
+    port: int,
+    workers: int = 1,
+    token: str | None = None,
+    insecure: bool = False,
+    client_session_ids: bool = False,
+) -> int:
     """Serve ``name`` until interrupted; returns an exit status."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
     if host not in LOOPBACK and not token:
+        if not insecure:
+            raise GymflowError(
+                FailureKind.UNAUTHORIZED,
+                f"refusing to serve {name} on {host} without a bearer token: anyone who can "
+                "reach the port could call its tools; set --token (or GYMFLOW_ENV_TOKEN), bind "
+                "127.0.0.1, or pass --insecure to accept that",
+            )
         print(
-            f"warning: serving {name} on {host} without a bearer token; anyone who can reach "
-            "the port can call its tools (set --token or GYMFLOW_ENV_TOKEN)",
+            f"warning: serving {name} on {host} without a bearer token (--insecure)",
             file=sys.stderr,
         )
     urls = worker_urls(host, port, workers)
     print(f"serving {name} on {', '.join(urls)}", file=sys.stderr, flush=True)
     if workers == 1:
-        _run_worker(name, host, port, token, 0, urls)
+        _run_worker(name, host, port, token, 0, urls, client_session_ids)
         return 0
     ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=_run_worker, args=(name, host, port, token, k, urls), daemon=True)
+        ctx.Process(
+            target=_run_worker,
+            args=(name, host, port, token, k, urls, client_session_ids),
+            daemon=True,
+        )
         for k in range(workers)
     ]
     for proc in procs:

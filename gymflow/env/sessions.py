@@ -5,10 +5,13 @@ live ones in order of last use (every touch moves a session to the end); all ses
 one TTL, so that is also the order of expiry and :meth:`SessionStore.expire` looks only at the
 sessions that actually expired, not at every live one.
 
-Ended ids are remembered with how they ended (closed or expired) up to ``max_closed``, oldest
-forgotten first, so a long-running server's memory stays bounded while a late call on an ended
-session gets the right kind (``session_closed`` / ``session_expired``), and an id is never
-seeded twice. Random session ids never collide with a forgotten one.
+Memory is bounded in bytes, not only in count: live sessions are weighed by the size of the
+request that seeded them (the task they hold) and refused past ``max_live_bytes``; ended ids
+are remembered with how they ended (closed or expired) up to ``max_closed_bytes``, oldest
+forgotten first, so a late call on an ended session gets the right kind (``session_closed`` /
+``session_expired``) and an id is never seeded twice. Only ids that were live are remembered:
+closing an id nobody seeded changes nothing. Server-issued ids are random (128 bits), so they
+never collide with a forgotten one and cannot be guessed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class Session:
     task: Task
     state: Any
     expires_at: float
+    weight: int = 0
+    """Bytes this session is counted as holding (the size of its seed request)."""
     tool_calls: int = 0
     log: list[dict] = field(default_factory=list)
 
@@ -41,16 +46,28 @@ class RequestError(Exception):
 
 
 class SessionStore:
-    def __init__(self, ttl_s: float, max_sessions: int, max_closed: int = 200_000) -> None:
-        self.ttl_s, self.max_sessions, self.max_closed = ttl_s, max_sessions, max_closed
+    ENDED_ID_OVERHEAD = 100
+    """Bytes an ended id costs beyond its characters (dict slot, string header), roughly."""
+
+    def __init__(
+        self,
+        ttl_s: float,
+        max_sessions: int,
+        max_live_bytes: int = 1 << 30,
+        max_closed_bytes: int = 32 << 20,
+    ) -> None:
+        self.ttl_s, self.max_sessions = ttl_s, max_sessions
+        self.max_live_bytes, self.max_closed_bytes = max_live_bytes, max_closed_bytes
         self.live: dict[str, Session] = {}
+        self.live_bytes = 0
         self.closed: dict[str, Ending] = {}  # insertion-ordered: the oldest ended id first
+        self.closed_bytes = 0
 
     def add(self, session_id: str, session: Session) -> None:
         self.expire()
         if session_id in self.closed or session_id in self.live:
             raise RequestError(
-                409, FailureKind.SESSION_CLOSED, f"session {session_id} was already used"
+                409, FailureKind.SESSION_EXISTS, f"session {session_id} is in use or was used"
             )
         if len(self.live) >= self.max_sessions:
             raise RequestError(
@@ -58,7 +75,15 @@ class SessionStore:
                 FailureKind.SESSION_LIMIT,
                 f"session cap {self.max_sessions} reached; close sessions or raise the cap",
             )
+        if self.live_bytes + session.weight > self.max_live_bytes:
+            raise RequestError(
+                429,
+                FailureKind.SESSION_LIMIT,
+                f"live sessions hold {self.live_bytes} bytes (cap {self.max_live_bytes}); "
+                "close sessions or raise the cap",
+            )
         self.live[session_id] = session
+        self.live_bytes += session.weight
 
     def get(self, session_id: str) -> Session:
         session = self.live.get(session_id)
@@ -95,9 +120,14 @@ class SessionStore:
             self._end(sid, "expired")
 
     def _end(self, session_id: str, ending: Ending) -> bool:
-        was_live = self.live.pop(session_id, None) is not None
-        if was_live or session_id not in self.closed:
-            self.closed[session_id] = ending
-        if len(self.closed) > self.max_closed:
-            del self.closed[next(iter(self.closed))]
-        return was_live
+        session = self.live.pop(session_id, None)
+        if session is None:
+            return False  # never seeded, or already ended: nothing to remember
+        self.live_bytes -= session.weight
+        self.closed[session_id] = ending
+        self.closed_bytes += len(session_id) + self.ENDED_ID_OVERHEAD
+        while self.closed_bytes > self.max_closed_bytes and self.closed:
+            oldest = next(iter(self.closed))
+            del self.closed[oldest]
+            self.closed_bytes -= len(oldest) + self.ENDED_ID_OVERHEAD
+        return True

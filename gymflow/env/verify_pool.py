@@ -42,8 +42,10 @@ def _verify_in_worker(env_class: tuple[str, str], task: dict, items: list[dict])
 class VerifyPool:
     """Verification for one environment: inline, or in a lazily started process pool."""
 
-    def __init__(self, env: Environment, workers: int | None = None) -> None:
-        self.env = env
+    def __init__(
+        self, env: Environment, workers: int | None = None, timeout_s: float = 60.0
+    ) -> None:
+        self.env, self.timeout_s = env, timeout_s
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self._pool: ProcessPoolExecutor | None = None
 
@@ -55,14 +57,25 @@ class VerifyPool:
         if not self.in_processes:
             return self.env.verify(task, items).to_dict()
         loop = asyncio.get_running_loop()
+        call = loop.run_in_executor(
+            self._executor(),
+            _verify_in_worker,
+            (type(self.env).__module__, type(self.env).__qualname__),
+            task.model_dump(),
+            items,
+        )
         try:
-            return await loop.run_in_executor(
-                self._executor(),
-                _verify_in_worker,
-                (type(self.env).__module__, type(self.env).__qualname__),
-                task.model_dump(),
-                items,
-            )
+            return await asyncio.wait_for(call, self.timeout_s)
+        except TimeoutError:
+            # The worker is stuck in the verifier: kill the pool so it cannot hold a CPU (and
+            # the next call) forever; the next verification starts a fresh one.
+            self.shutdown(kill=True)
+            raise RequestError(
+                504,
+                FailureKind.VERIFY_TIMEOUT,
+                f"the {self.env.name} verifier took over {self.timeout_s:g} s; "
+                "the episode is recorded without a verdict",
+            ) from None
         except BrokenProcessPool:
             # A worker died (killed, out of memory): drop the pool so the next call starts a
             # fresh one, and tell this caller plainly instead of scoring the trajectory 0.
@@ -78,7 +91,11 @@ class VerifyPool:
             )
         return self._pool
 
-    def shutdown(self) -> None:
+    def shutdown(self, kill: bool = False) -> None:
         pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool is None:
+            return
+        if kill:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
