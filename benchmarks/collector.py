@@ -30,7 +30,7 @@ import time
 import zlib
 from pathlib import Path
 
-from gymflow.environments.counter import CounterServer
+from gymflow.environments.counter import CounterEnvironment
 from gymflow.environments.counter import server as counter
 
 from gymflow.data.schemas import collected_rollouts
@@ -50,7 +50,7 @@ from benchmarks.report import arguments, emit  # noqa: E402
 FAST_S, SLOW_S, SLOW_EVERY = 0.002, 0.150, 10
 
 
-class MixedLatencyCounter(CounterServer):
+class MixedLatencyCounter(CounterEnvironment):
     """``counter`` whose tool calls take FAST_S, or ``slow_s`` for one task in SLOW_EVERY."""
 
     def __init__(self, slow_s: float = SLOW_S) -> None:

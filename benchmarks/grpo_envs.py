@@ -18,9 +18,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from gymflow.environments.counter.server import Counter, CounterServer
-from gymflow.environments.counter.server import get_counter_value as _get
-from gymflow.environments.counter.server import increment_counter as _inc
+from gymflow.environments.counter.environment import Counter, CounterEnvironment
+from gymflow.environments.counter.environment import get_counter_value as _get
+from gymflow.environments.counter.environment import increment_counter as _inc
 
 from gymflow.core.tool_calls import render_call
 from gymflow.data.task_set import build_tasks
@@ -42,7 +42,7 @@ class SlowTools:
         await self.app(scope, receive, send)
 
 
-class OneTurnCounter(CounterServer):
+class OneTurnCounter(CounterEnvironment):
     """counter cut to one model turn: the instant, single-turn case of the benchmark."""
 
     max_turns = 1
@@ -89,7 +89,7 @@ def counter_reward(completions, environments, **kwargs) -> list[float]:
     return rewards
 
 
-def gold_episode(env: CounterServer, task, eos: str) -> str:
+def gold_episode(env: CounterEnvironment, task, eos: str) -> str:
     """A perfect episode's completion text: each call, its tool result, the answer."""
     value = int(task.ground_truth["initial_count"])
     text = ""
@@ -110,7 +110,7 @@ def counter_policy(cache: Path) -> Path:
     """The embedded tiny model after a short SFT on whole gold counter episodes (cached)."""
     from gymflow.train.sft import SFTSettings, run_sft
 
-    env = CounterServer()
+    env = CounterEnvironment()
     base = ensure_tiny_model(cache, "counter", lambda: tokenizer_corpus(env, 2000, 5), TINY)
     out = cache / "models" / f"{base.name}-sft{SFT_STEPS}"
     if (out / "best" / "config.json").exists():

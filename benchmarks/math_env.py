@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from gymflow.environments.math import MathServer
+from gymflow.environments.math import MathEnvironment
 from gymflow.environments.math.equivalence import CPU_LIMIT_S
 from gymflow.environments.math.loaders import source_tasks
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.report import arguments, emit  # noqa: E402
 
 
-def _cpu_ms(env: MathServer, task, text: str) -> float:
+def _cpu_ms(env: MathEnvironment, task, text: str) -> float:
     items = prompt_items(task.prompt) + assistant_items(text, 0)
     start = time.process_time()
     env.verify(task, items)
@@ -53,7 +53,7 @@ def _summary(values: list[float]) -> dict:
 
 
 def measure(per_source: int) -> dict:
-    env = MathServer()
+    env = MathEnvironment()
     sources = {
         "gsm8k": list(source_tasks("gsm8k"))[:per_source],
         "math500": list(source_tasks("math500"))[:per_source],

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from gymflow.environments.workplace import WorkplaceServer
+from gymflow.environments.workplace import WorkplaceEnvironment
 from gymflow.environments.workplace.verifier import _gold_replay
 from gymflow.environments.workplace.workbench import workbench_tasks
 
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.report import arguments, emit  # noqa: E402
 
 
-def episode_items(env: WorkplaceServer, task) -> list[dict]:
+def episode_items(env: WorkplaceEnvironment, task) -> list[dict]:
     """The items of a gold episode as the agent loop records them (calls, outputs, answer)."""
     items = prompt_items(task.prompt)
     state = env.new_state(task)
@@ -69,7 +69,7 @@ def cpu_ms(fn, cases: list, repeat: int) -> tuple[float, float]:
     return statistics.fmean(singles), singles[int(0.99 * (len(singles) - 1))]
 
 
-def seed_request_ms(env: WorkplaceServer, tasks: list, n: int) -> float:
+def seed_request_ms(env: WorkplaceEnvironment, tasks: list, n: int) -> float:
     app = build_app(env)
 
     async def go() -> float:
@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="passes over the 690 tasks")
     args = parser.parse_args()
 
-    env = WorkplaceServer()
+    env = WorkplaceEnvironment()
     tasks = workbench_tasks()
     gold = [(t, episode_items(env, t)) for t in tasks]
     probes = [

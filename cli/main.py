@@ -107,14 +107,20 @@ def verify(
 
 @env_app.command("list")
 def env_list() -> None:
-    """List the environments in environments/."""
-    from gymflow.env.registry import get_env, list_envs
+    """List the environments: environments/ and installed plugins (name, version, tools, source)."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.env.registry import env_source, get_env, list_envs
 
-    for name in list_envs():
-        env = get_env(name)
-        typer.echo(
-            f"{name}\tv{env.version}\t{len(env.tool_specs)} tools\tmax_turns={env.max_turns}"
-        )
+    try:
+        for name in list_envs():
+            env = get_env(name)
+            typer.echo(
+                f"{name}\tv{env.version}\t{len(env.tool_specs)} tools\t"
+                f"max_turns={env.max_turns}\t{env_source(name)}"
+            )
+    except GymflowError as exc:  # two environments with one name, a plugin that fails to import
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(1) from None
 
 
 @env_app.command("check")
@@ -125,7 +131,12 @@ def env_check(name: str, n: int = typer.Option(200, help="Generated tasks to che
     from gymflow.rollout.env_check import check_environment
 
     try:
-        golds, probes, problems = check_environment(get_env(name), n)
+        env = get_env(name)
+    except GymflowError as exc:  # unknown name (the message lists the known ones)
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        golds, probes, problems = check_environment(env, n)
     except GymflowError as exc:  # e.g. a judge environment with no judge configured
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -147,11 +158,15 @@ def env_serve(
     ),
 ) -> None:
     """Serve an environment's resources server over HTTP."""
-    from gymflow.env.registry import list_envs
+    from gymflow.core.failures import GymflowError
+    from gymflow.env.registry import get_env
     from gymflow.env.serve import serve
 
-    if name not in list_envs():
-        raise typer.BadParameter(f"unknown environment {name!r}; known: {', '.join(list_envs())}")
+    try:
+        get_env(name)  # fail here, in one line, rather than in every worker
+    except GymflowError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
     raise typer.Exit(serve(name, host, port, workers, token))
 
 

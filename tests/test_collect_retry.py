@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from asgi_faults import refusing_seed
 from gymflow.cli.main import app
-from gymflow.environments.counter import CounterServer
+from gymflow.environments.counter import CounterEnvironment
 from typer.testing import CliRunner
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -30,7 +30,7 @@ from gymflow.rollout.episode import Sampling
 from gymflow.rollout.export import export
 from gymflow.rollout.store import read_parts
 
-COUNTER = CounterServer()
+COUNTER = CounterEnvironment()
 runner = CliRunner()
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gymflow.environments.counter.server import CounterServer
-from gymflow.environments.tool_call import ToolCallServer
+from gymflow.environments.counter.environment import CounterEnvironment
+from gymflow.environments.tool_call import ToolCallEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.scoring import Score
@@ -27,9 +27,9 @@ from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling
 
 GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
-TOOL_ENV = ToolCallServer()
+TOOL_ENV = ToolCallEnvironment()
 TASKS = build_tasks(TOOL_ENV, 8, 3, 0.0, 0.0)
-COUNTER = CounterServer()
+COUNTER = CounterEnvironment()
 COUNTER_TASKS = build_tasks(COUNTER, 24, 5, 0.0, 0.0)
 
 
@@ -95,7 +95,7 @@ def test_verify_can_close_the_session_in_the_same_call():
 # --- heavy verifiers run in worker processes ------------------------------------------------------
 
 
-class SlowVerifier(ToolCallServer):
+class SlowVerifier(ToolCallEnvironment):
     """tool_call with a verifier that burns CPU and says which process scored it."""
 
     heavy_verify = True
@@ -313,7 +313,7 @@ async def fetch_page(session: dict, url: str) -> dict:
     return {"url": url, "fetched": len(session["fetched"])}
 
 
-class AsyncToolEnv(ToolCallServer):
+class AsyncToolEnv(ToolCallEnvironment):
     name = "async_tools"
 
     def tools(self):

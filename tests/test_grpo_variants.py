@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.counter.environment import CounterEnvironment
 from pydantic import ValidationError
 
 from gymflow.core.scoring import Score
@@ -25,7 +25,7 @@ from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokeni
 from gymflow.train.grpo import GRPOSettings, LoraSettings, RolloutSource, run_grpo
 
 
-class GradedCounter(CounterServer):
+class GradedCounter(CounterEnvironment):
     """counter, scored by the share of digit characters in the last assistant message."""
 
     def verify(self, task, items) -> Score:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from gymflow.cli.main import app
-from gymflow.environments.counter import CounterServer
+from gymflow.environments.counter import CounterEnvironment
 from typer.testing import CliRunner
 
 from gymflow.core.jsonl import InputFileError
@@ -32,7 +32,7 @@ NEMO_TASKS = (
     Path(__file__).resolve().parents[1] / "environments/counter/examples/nemo_gym_tasks.jsonl"
 )
 NEMO_ROLLOUTS = SHARED / "workplace_assistant_rollouts.example.jsonl"
-ENV = CounterServer()
+ENV = CounterEnvironment()
 runner = CliRunner()
 
 

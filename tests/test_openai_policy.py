@@ -14,7 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.counter.environment import CounterEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.tool_calls import render_call
@@ -34,7 +34,7 @@ from gymflow.rollout.chat_turns import chat_items, extend_token_view
 from gymflow.rollout.driver import run_episodes, training_batch
 from gymflow.rollout.episode import Episode, Sampling
 
-ENV = CounterServer()
+ENV = CounterEnvironment()
 LONG = Sampling(max_completion_tokens=1 << 20)  # scripted tokens are bytes: no budget cut
 ANSWER_42 = {"choices": [{"message": {"role": "assistant", "content": "42"}}]}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from gymflow.cli.main import app as cli
-from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.counter.environment import CounterEnvironment
 from typer.testing import CliRunner
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -20,7 +20,7 @@ from gymflow.policy.openai_backend import OpenAIChatPolicy
 from gymflow.policy.spec import PolicySpec, api_key, load_policy, parse_spec
 from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 
-ENV = CounterServer()
+ENV = CounterEnvironment()
 
 
 @pytest.mark.parametrize(

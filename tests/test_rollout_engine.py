@@ -12,8 +12,8 @@ import socket
 import polars as pl
 import pytest
 from asgi_faults import refusing_seed
-from gymflow.environments.counter import CounterServer
-from gymflow.environments.tool_call import ToolCallServer
+from gymflow.environments.counter import CounterEnvironment
+from gymflow.environments.tool_call import ToolCallEnvironment
 
 from gymflow.core import folder_lock
 from gymflow.core.failures import FailureKind, GymflowError
@@ -36,7 +36,7 @@ from gymflow.rollout.export import export
 from gymflow.rollout.store import read_parts, rollout_id, rollouts_frame
 from gymflow.train.sft import demonstrations
 
-COUNTER = CounterServer()
+COUNTER = CounterEnvironment()
 BIG = {"max_completion_tokens": 1 << 16}  # scripted tokens are bytes: no budget cut
 
 
@@ -293,7 +293,7 @@ def test_sft_with_a_tokenizer_matches_the_sft_stage_demonstrations(tmp_path):
     """Single-turn gold rollouts render exactly as gymflow.train.sft.demonstrations renders gold."""
     from gymflow.policy.tiny_model import build_tokenizer
 
-    env = ToolCallServer()
+    env = ToolCallEnvironment()
     tasks = build_tasks(env, 6, seed=1, heldout_frac=0.0, val_frac=0.0)
     tok = build_tokenizer([json.dumps(t.model_dump()) for t in tasks], 400)
     tok.save_pretrained(tmp_path / "tok")

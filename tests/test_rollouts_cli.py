@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from gymflow.cli.main import app
-from gymflow.environments.counter import CounterServer
+from gymflow.environments.counter import CounterEnvironment
 from typer.testing import CliRunner
 
 from gymflow.data.task_set import build_tasks
@@ -22,7 +22,7 @@ from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, plan_collectio
 from gymflow.rollout.store import read_parts
 
 GYMFLOW = str(Path(sys.executable).parent / "gymflow")
-COUNTER = CounterServer()
+COUNTER = CounterEnvironment()
 runner = CliRunner()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from gymflow.environments.tool_call import ToolCallServer
+from gymflow.environments.tool_call import ToolCallEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.data.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table, validate, write_table
@@ -17,7 +17,7 @@ from gymflow.data.task_set import build_tasks
 
 @pytest.fixture(scope="module")
 def tasks_frame() -> pl.DataFrame:
-    tasks = build_tasks(ToolCallServer(), 40, 3, 0.1, 0.05)
+    tasks = build_tasks(ToolCallEnvironment(), 40, 3, 0.1, 0.05)
     rows = [
         {
             **task.model_dump(),

@@ -14,7 +14,7 @@ import gc
 import sys
 import time
 
-from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.counter.environment import CounterEnvironment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,7 @@ from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
 
 N = 10_000
-ENV = CounterServer()
+ENV = CounterEnvironment()
 TASKS = build_tasks(ENV, 200, 9, 0.0, 0.0)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from gymflow.cli.main import app
-from gymflow.environments.tool_call import ToolCallServer
+from gymflow.environments.tool_call import ToolCallEnvironment
 from typer.testing import CliRunner
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -18,7 +18,7 @@ from gymflow.data.task_files import importers, load_tasks
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[1] / "environments/tool_call/examples/tasks.jsonl"
 BFCL = Path(__file__).resolve().parents[1] / "environments/tool_call/tests/data/bfcl"
-ENV = ToolCallServer()
+ENV = ToolCallEnvironment()
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ def test_an_environment_adds_a_format_with_one_function(tmp_path):
             content_hash="",
         )
 
-    class WithFlat(ToolCallServer):
+    class WithFlat(ToolCallEnvironment):
         def importers(self):
             return {"flat": flat}
 

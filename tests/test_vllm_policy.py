@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.counter.environment import CounterEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.data.task_set import build_tasks
@@ -26,7 +26,7 @@ from gymflow.policy.vllm_backend import sampling_kwargs, to_generation
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling
 
-ENV = CounterServer()
+ENV = CounterEnvironment()
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 HAS_GPU = HAS_VLLM and torch.cuda.is_available()
 

@@ -1,5 +1,5 @@
 """code: write a Python function that passes hidden unit tests, run in a sandbox."""
 
-from gymflow.environments.code.server import CodeServer
+from gymflow.environments.code.environment import CodeEnvironment
 
-__all__ = ["CodeServer"]
+__all__ = ["CodeEnvironment"]

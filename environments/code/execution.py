@@ -1,10 +1,10 @@
 """Run an answer against a task's tests in the sandbox: two processes, one verdict.
 
-The answer runs in the *solution process*; the task's tests run in the *test process*; both
-are sandboxed (:mod:`environments.code.sandbox`) and joined only by two pipes. The tests call
-``candidate(...)``, which sends the arguments to the solution process and gets back a plain
-value or an exception's name (see ``inside.py``). The verdict is the test process's; nothing
-the answer prints, patches or exits with can forge it.
+The answer runs in the *solution process*; the task's tests run in the *test process*; both are
+sandboxed (:mod:`gymflow.environments.code.sandbox`) and joined only by two pipes. The tests
+call ``candidate(...)``, which sends the arguments to the solution process and gets back a plain
+value or an exception's name (see ``inside.py``). The verdict is the test process's; nothing the
+answer prints, patches or exits with can forge it.
 
 Thread- and process-safe: no signals, no ``preexec_fn``, no shared state but a cached tier
 choice, so the resources server may run :func:`run_program` on threads or in a process pool.
@@ -23,10 +23,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.environments.code import sandbox
 from gymflow.environments.code.sandbox import Interpreter, Limits
-
-from gymflow.core.failures import FailureKind, GymflowError
 
 MAX_CODE_CHARS = 100_000
 """A longer answer is not run (``payload_too_large``)."""

@@ -13,9 +13,8 @@ import gzip
 import json
 from pathlib import Path
 
-from gymflow.environments.code.generator import user_message
-
 from gymflow.core.task_record import Task, content_hash
+from gymflow.environments.code.generator import user_message
 
 BUNDLED = Path(__file__).with_name("data") / "HumanEval.jsonl.gz"
 FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")

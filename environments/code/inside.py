@@ -1,6 +1,6 @@
 """The two programs that run inside the sandbox: the solution process and the test process.
 
-This file is never imported by gymflow. :mod:`environments.code.execution` compiles it and
+This file is never imported by gymflow. :mod:`gymflow.environments.code.execution` compiles it and
 writes the code object to the stdin of a bare interpreter (``python -I -S``) inside the
 sandbox, where the project is not visible, so it uses the standard library only (and nothing
 slow to import: no ``json``, no ``re``). A marshalled dict follows on stdin; its ``role``

@@ -1,4 +1,4 @@
-"""The OS layer of the code sandbox: which isolation this machine allows, and how to launch it.
+"""The OS layer of the code sandbox: which isolation the host allows, and how to launch it.
 
 Every run starts two fresh interpreters (``python -I -S``: no site-packages, no environment
 variables, no user site) in a new session, with hard rlimits the process sets on itself

@@ -14,25 +14,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
+from gymflow.core.trajectory import final_assistant_text
 from gymflow.environments.code.answer import assemble, extract_code
 from gymflow.environments.code.execution import Program, run_program
 from gymflow.environments.code.sandbox import Limits
 
-from gymflow.core.failures import FailureKind
-from gymflow.core.scoring import Score
-
-
-def answer_text(items: list[dict]) -> str:
-    """The last assistant message's text ("" when the episode has none)."""
-    for item in reversed(items):
-        if item.get("type") == "message" and item.get("role") == "assistant":
-            return str(item.get("content") or "")
-    return ""
-
 
 def score(truth: dict, items: list[dict], limits: Limits, isolation: str = "auto") -> Score:
     """Score the episode ``items`` against ``truth`` (HumanEval fields, optional ``cpu_s``)."""
-    code = extract_code(answer_text(items))
+    code = extract_code(final_assistant_text(items))
     if not code.strip():
         return _failed(FailureKind.MISSING_ENTRY_POINT, "the answer holds no code")
     entry_point = truth["entry_point"]

@@ -1,5 +1,5 @@
-"""counter: session-isolated stateful tools (NeMo Gym's example_session_state_mgmt, done here)."""
+"""counter: session-isolated stateful tools (NeMo Gym's example_session_state_mgmt task)."""
 
-from gymflow.environments.counter.server import CounterServer
+from gymflow.environments.counter.environment import CounterEnvironment
 
-__all__ = ["CounterServer"]
+__all__ = ["CounterEnvironment"]

@@ -1,4 +1,7 @@
-"""Write ``examples/tasks.jsonl`` and ``examples/rollouts.jsonl``: ``python -m environments.games.make_examples``.
+"""Write ``examples/tasks.jsonl`` and ``examples/rollouts.jsonl`` through
+:func:`gymflow.rollout.examples.write_examples`.
+
+    python -m gymflow.environments.games.make_examples
 
 Tasks: one of each kind (4×4 and 9×9 sudoku answered in text, a 4×4 filled with the tool,
 Nim against the optimal and the seeded opponent) from ``generate(…, seed=2026)``. Rollouts, in
@@ -9,16 +12,11 @@ so the file shows a zero and a partial reward as well.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from gymflow.environments.games.server import GamesServer
-
-from gymflow.core.jsonl import write_jsonl_atomic
 from gymflow.core.task_record import Task
 from gymflow.data.task_set import build_tasks
-from gymflow.rollout.examples import play, rollout_rows
+from gymflow.environments.games.environment import GamesEnvironment
+from gymflow.rollout.examples import adversarial, gold, write_examples
 
-EXAMPLES = Path(__file__).resolve().parent / "examples"
 SEED = 2026
 
 
@@ -29,7 +27,7 @@ def kind(task: Task) -> str:
     return f"sudoku{truth['size']}-{truth['mode']}"
 
 
-def example_tasks(env: GamesServer) -> list[Task]:
+def example_tasks(env: GamesEnvironment) -> list[Task]:
     """The first generated task of each kind, in a fixed order of kinds."""
     wanted = ["sudoku4-answer", "sudoku9-answer", "sudoku4-tools", "nim-optimal", "nim-seeded"]
     found: dict[str, Task] = {}
@@ -39,20 +37,15 @@ def example_tasks(env: GamesServer) -> list[Task]:
 
 
 def main() -> None:
-    env = GamesServer()
+    env = GamesEnvironment()
     tasks = example_tasks(env)
-    write_jsonl_atomic(EXAMPLES / "tasks.jsonl", [t.model_dump() for t in tasks])
     nim_task = next(t for t in tasks if t.ground_truth["game"] == "nim")
     sudoku_task = tasks[0]
     claims = next(p for p in env.probes(nim_task) if p.name == "claims_victory")
     short = next(p for p in env.probes(sudoku_task) if p.name == "one_blank_left")
-    scripts = [(t, env.gold_turns(t)) for t in tasks]
-    scripts += [(nim_task, [claims.text]), (sudoku_task, [short.text])]
-    episodes = play(env, scripts)
-    models = ["scripted-gold"] * len(tasks) + [f"scripted-probe-{p.name}" for p in (claims, short)]
-    rows = rollout_rows(env, episodes, models)
-    write_jsonl_atomic(EXAMPLES / "rollouts.jsonl", rows)
-    print(f"{len(tasks)} tasks, {len(rows)} rollouts -> {EXAMPLES}")
+    scripts = [gold(env, t) for t in tasks]
+    scripts += [adversarial(nim_task, claims), adversarial(sudoku_task, short)]
+    write_examples(env, tasks, scripts)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,10 @@ every turn; ``tests/test_games_probes.py`` checks each is caught for the reason 
 
 from __future__ import annotations
 
-from gymflow.environments.games import nim, sudoku
-from gymflow.environments.games.tools import placement_calls
-
 from gymflow.core.tool_calls import render_call
 from gymflow.env.environment import Probe
+from gymflow.environments.games import nim, sudoku
+from gymflow.environments.games.tools import placement_calls
 
 
 def sudoku_probes(truth: dict) -> list[Probe]:

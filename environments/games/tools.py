@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from gymflow.core.tool_calls import render_call
 from gymflow.environments.games.nim import NimGame
 from gymflow.environments.games.sudoku import BLANK, SudokuBoard, render
-
-from gymflow.core.tool_calls import render_call
 
 Game = SudokuBoard | NimGame
 

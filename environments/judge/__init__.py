@@ -1,5 +1,5 @@
 """judge: open-ended answers graded by an LLM judge (any OpenAI-compatible server) on a rubric."""
 
-from gymflow.environments.judge.server import JudgeServer
+from gymflow.environments.judge.environment import JudgeEnvironment
 
-__all__ = ["JudgeServer"]
+__all__ = ["JudgeEnvironment"]

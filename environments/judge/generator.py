@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import random
 
-from gymflow.environments.judge.rubric import DEFAULT_RUBRIC, Rubric
-
 from gymflow.env.environment import TaskDraft
+from gymflow.environments.judge.rubric import DEFAULT_RUBRIC, Rubric
 
 # (question, reference answer, key points)
 QUESTIONS: list[tuple[str, str, list[str]]] = [

@@ -2,9 +2,9 @@
 
 The judge is any server speaking ``/v1/chat/completions``: vLLM serve, a hosted API, or
 ``gymflow policy serve`` (any gymflow policy). Requests go through gymflow's ``openai`` backend
-(:class:`gymflow.policy.openai_backend.OpenAIChatPolicy`: timeouts, retries of transport errors, 429 and
-5xx, a kind for each failure), run on a fresh event loop per verdict because ``verify`` is
-synchronous and runs in a worker process (``heavy_verify``). A reply that is not a verdict is
+(:class:`gymflow.policy.openai_backend.OpenAIChatPolicy`: timeouts, retries of transport errors,
+429 and 5xx, a kind for each failure), run on a fresh event loop per verdict because ``verify``
+is synchronous and runs in a worker process (``heavy_verify``). A reply that is not a verdict is
 asked again (a new seed) up to ``verdict_retries`` times. What cannot be had raises
 :class:`JudgeFailure`, never a score.
 
@@ -76,8 +76,8 @@ class JudgeSettings:
             raise JudgeFailure(
                 FailureKind.JUDGE_NOT_CONFIGURED,
                 f"the judge environment needs a judge: set {URL_VARIABLE} to an OpenAI-compatible "
-                "base URL (e.g. http://127.0.0.1:8123/v1; `python -m "
-                "environments.judge.reference_judge --port 8123` serves a deterministic one)",
+                "base URL (e.g. http://127.0.0.1:8123/v1; `python -m gymflow.environments."
+                "judge.reference_judge --port 8123` serves a deterministic one)",
             )
         env = os.environ
         try:

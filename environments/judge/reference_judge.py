@@ -1,6 +1,6 @@
 """A deterministic stand-in for an LLM judge: for tests, ``env check`` and examples, not training.
 
-It reads the messages :func:`environments.judge.rubric.judge_messages` builds and grades the
+It reads the messages :func:`gymflow.environments.judge.rubric.judge_messages` builds and grades the
 candidate answer by rule, so a verdict is reproducible and explainable:
 
 * score = ``scale_max`` × the fraction of key points the answer contains (case-insensitive
@@ -12,7 +12,7 @@ candidate answer by rule, so a verdict is reproducible and explainable:
   earns nothing).
 
 It is served like any policy, through gymflow's OpenAI-compatible server with a scripted policy
-(``python -m environments.judge.reference_judge --port 8123``), so what it exercises is the
+(``python -m gymflow.environments.judge.reference_judge --port 8123``), so what it exercises is the
 real HTTP path a model judge takes. A policy trained against it would learn to list the key
 points in enough words; that is why it is a test instrument and a real judge is for training.
 """
@@ -24,7 +24,6 @@ import json
 import re
 
 from gymflow.environments.judge.rubric import CANDIDATE_HEADER, KEY_POINTS_HEADER
-
 from gymflow.policy.openai_server import build_openai_app
 from gymflow.policy.scripted import ScriptedPolicy
 

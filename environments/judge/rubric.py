@@ -5,7 +5,7 @@ with its own content hash): the criteria, the top of the score scale, and the on
 the judge may use — a JSON object ``{"score": <integer 0..scale_max>, "reason": "<text>"}`` and
 nothing else. A verdict in any other shape (prose around the JSON, a fenced block, a float, a
 score out of range, extra keys) is refused, never guessed at: a lenient parser is what a policy
-learns to game (DESIGN.md: a 3.6 M model hacked a first-JSON-object parser in 100 steps).
+learns to game (the same rule as for tool calls, :mod:`gymflow.core.tool_calls`).
 
 The candidate answer goes to the judge as a JSON string literal, so nothing it contains can
 close the answer's delimiters and pose as the judge's own instructions; the judge is also told
@@ -79,7 +79,7 @@ def parse_verdict(text: str, scale_max: int) -> tuple[int, str]:
     >>> parse_verdict('Score: {"score": 7, "reason": "x"}', 10)
     Traceback (most recent call last):
     ...
-    environments.judge.rubric.BadVerdict: not a JSON object: Expecting value at char 0
+    gymflow.environments.judge.rubric.BadVerdict: not a JSON object: Expecting value at char 0
     """
     try:
         verdict = strict_json(text.strip())

@@ -4,25 +4,25 @@
 text, so it is tested without a server. The reply's final assistant message is the answer; an
 empty one (or a turn that is only tool calls) scores 0 with ``no_answer`` and the judge is not
 asked. Otherwise the judge's reply must be a verdict in the rubric's strict format
-(:func:`environments.judge.rubric.parse_verdict`); a malformed one is asked again with the next
-seed, up to ``verdict_retries`` times.
+(:func:`gymflow.environments.judge.rubric.parse_verdict`); a malformed one is asked again with
+the next seed, up to ``verdict_retries`` times.
 
 No verdict is not a score of 0: when the judge cannot be reached, times out or keeps answering
 garbage, the returned :class:`~gymflow.core.scoring.Score` carries a judge failure kind
 (:data:`NO_VERDICT`) and ``components["judged"] == 0.0``; its ``reward`` field is only a
-placeholder. :class:`environments.judge.server.JudgeServer` never hands such a score to a
-trainer: it raises instead (see its docstring).
+placeholder. :class:`gymflow.environments.judge.environment.JudgeEnvironment` never hands such
+a score to a trainer: it raises instead (see its docstring).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gymflow.environments.judge.judge_client import JudgeFailure
-from gymflow.environments.judge.rubric import BadVerdict, Rubric, judge_messages, parse_verdict
-
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
+from gymflow.core.trajectory import final_assistant_text
+from gymflow.environments.judge.judge_client import JudgeFailure
+from gymflow.environments.judge.rubric import BadVerdict, Rubric, judge_messages, parse_verdict
 
 Judge = Callable[[list[dict], int], str]
 
@@ -37,21 +37,11 @@ NO_VERDICT = frozenset(
 """Failure kinds that mean the judge gave no verdict: the episode has no reward at all."""
 
 
-def final_answer(items: list[dict]) -> str:
-    """The text of the last assistant turn; empty if there is none or it was a tool call."""
-    for item in reversed(items):
-        if item.get("type") == "function_call":
-            return ""
-        if item.get("type") == "message" and item.get("role") == "assistant":
-            return str(item.get("content") or "")
-    return ""
-
-
 def grade(
     truth: dict, items: list[dict], judge: Judge, seed: int, verdict_retries: int = 1
 ) -> Score:
     """The judge's score / scale as reward; success only at the top of the scale."""
-    answer = final_answer(items).strip()
+    answer = final_assistant_text(items).strip()
     if not answer:
         return Score(0.0, False, FailureKind.NO_ANSWER, {"judged": 0.0}, "empty answer")
     scale_max = Rubric.model_validate(truth["rubric"]).scale_max

@@ -1,5 +1,5 @@
 """math: one question, one reply; the final answer (``\\boxed{}``) checked with math-verify."""
 
-from gymflow.environments.math.server import MathServer
+from gymflow.environments.math.environment import MathEnvironment
 
-__all__ = ["MathServer"]
+__all__ = ["MathEnvironment"]

@@ -12,7 +12,7 @@ of ``stopit`` and ``func_timeout``, neither of them maintained) when the thread 
 Limits of that mechanism, and how they are met:
 
 * the exception arrives between bytecodes: one long C call (a huge big-integer power) is not
-  cut short, so :mod:`environments.math.equivalence` refuses those before calling;
+  cut short, so :mod:`gymflow.environments.math.equivalence` refuses those before calling;
 * it derives from ``BaseException`` so the ``except Exception`` blocks of math-verify and
   sympy do not swallow it (sympy 1.14 and math-verify 0.9.0 have no bare ``except:``);
 * it is raised at most once, and a raise still pending when the call returns is cleared, so

@@ -7,11 +7,11 @@ off the main thread, would cancel pytest-timeout's alarm on it, and cannot stop 
 anyway; so they are off here and the work is bounded in three steps instead:
 
 1. the caller passes an extracted answer of at most 200 characters
-   (:mod:`environments.math.extract`);
-2. :mod:`environments.math.guards` refuses costly commands before parsing and huge exact
+   (:mod:`gymflow.environments.math.extract`);
+2. :mod:`gymflow.environments.math.guards` refuses costly commands before parsing and huge exact
    numbers after it (deterministic);
 3. parse + compare run under a CPU-time limit of :data:`CPU_LIMIT_S` in the calling thread
-   (:mod:`environments.math.deadline`): sympy's ``simplify`` can take minutes on a short
+   (:mod:`gymflow.environments.math.deadline`): sympy's ``simplify`` can take minutes on a short
    answer. The usual check takes milliseconds, so only answers built to be slow meet it.
 
 2 and 3 raise :class:`Uncheckable` (scored 0 with ``answer_uncheckable``). Everything is a
@@ -24,10 +24,11 @@ import logging
 from functools import lru_cache
 
 import sympy
-from gymflow.environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
-from gymflow.environments.math.guards import Uncheckable, check_commands, check_size
 from math_verify import LatexExtractionConfig, parse, verify
 from sympy.matrices import MatrixBase
+
+from gymflow.environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
+from gymflow.environments.math.guards import Uncheckable, check_commands, check_size
 
 CPU_LIMIT_S = 2.0
 """CPU seconds one comparison may use; gold-against-gold checks take at most ~0.2 s."""

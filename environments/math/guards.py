@@ -4,13 +4,13 @@ math-verify hands an answer to latex2sympy and sympy, which evaluate some things
 in C, where no timeout can stop them: ``\\binom{10^{9}}{500000000}`` never returns from
 parsing, ``9^{9^{9}}`` is one big-integer power with 370 million digits, ``100000!`` is a
 factorial. These checks run before (commands) and after (sizes) parsing and are pure and
-deterministic; :mod:`environments.math.deadline` bounds the pure-Python work that is left.
+deterministic; :mod:`gymflow.environments.math.deadline` bounds the pure-Python work that is left.
 
 >>> check_commands("\\\\frac{1}{2}")
 >>> check_commands("\\\\binom{10}{3}")
 Traceback (most recent call last):
 ...
-environments.math.guards.Uncheckable: \\binom is not allowed in a final answer
+gymflow.environments.math.guards.Uncheckable: \\binom is not allowed in a final answer
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def check_size(expr: sympy.Basic | MatrixBase) -> None:
     >>> check_size(sympy.sympify("2**(2**30)", evaluate=False))
     Traceback (most recent call last):
     ...
-    environments.math.guards.Uncheckable: an exponent with about 18 digits
+    gymflow.environments.math.guards.Uncheckable: an exponent with about 18 digits
     """
     nodes = _count_nodes(expr)
     if nodes > MAX_NODES:

@@ -2,7 +2,8 @@
 
 Both files are copied unchanged into ``data/`` (see ``data/PROVENANCE.md``). They are
 evaluation sets: the loaders give them the split ``heldout`` and
-:meth:`~environments.math.server.MathServer.generate` never mixes them into training tasks.
+:meth:`~gymflow.environments.math.environment.MathEnvironment.generate` never mixes them into
+training tasks.
 The same row readers are the ``gsm8k`` and ``math500`` task formats of ``gymflow verify``.
 
 Ground truth (what the verifier and the gold text need): ``answer`` (LaTeX, compared with
@@ -17,9 +18,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-from gymflow.environments.math.extract import last_boxed
-
 from gymflow.core.task_record import Task, content_hash
+from gymflow.environments.math.extract import last_boxed
 
 DATA = Path(__file__).parent / "data"
 FILES = {"gsm8k": "gsm8k_test.jsonl", "math500": "math500_test.jsonl"}

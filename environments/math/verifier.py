@@ -1,7 +1,7 @@
 """The math verifier: a pure function from (ground truth, trajectory items) to a Score.
 
 Reward is 1.0 when the final answer equals the gold answer (math-verify, see
-:mod:`environments.math.equivalence`) and 0.0 otherwise; every 0.0 carries a failure kind:
+:mod:`gymflow.environments.math.equivalence`) and 0.0 otherwise; every 0.0 carries a failure kind:
 
 ========================  ==============================================================
 ``no_answer``             no assistant text, or nothing to extract: no ``\\boxed{}``, no
@@ -27,26 +27,20 @@ apart in every report. Components (for metrics; the reward is ``correct`` alone)
 
 from __future__ import annotations
 
-from gymflow.environments.math.equivalence import Uncheckable, equivalent
-from gymflow.environments.math.extract import extract_answer
-
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
+from gymflow.core.trajectory import final_assistant_message
+from gymflow.environments.math.equivalence import Uncheckable, equivalent
+from gymflow.environments.math.extract import extract_answer
 
 
 def score(ground_truth: dict, items: list[dict]) -> Score:
     """Score the last assistant turn in ``items`` (Responses-style) against the gold answer."""
-    outputs = [
-        it
-        for it in items
-        if it.get("type") == "function_call"
-        or (it.get("type") == "message" and it.get("role") == "assistant")
-    ]
-    if any(it.get("type") == "function_call" for it in outputs):
+    if any(it.get("type") == "function_call" for it in items):
         return _zero(FailureKind.UNKNOWN_TOOL, "a tool call; this environment has no tools")
-    if not outputs:
+    last = final_assistant_message(items)
+    if last is None:
         return _zero(FailureKind.NO_ANSWER, "no assistant message")
-    last = outputs[-1]
     if last.get("parse_error"):
         return _zero(FailureKind.INVALID_JSON, str(last["parse_error"]))
     content = last.get("content")

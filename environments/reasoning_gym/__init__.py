@@ -1,5 +1,5 @@
 """reasoning_gym: any reasoning-gym task family as an environment, behind a scorer self-check."""
 
-from gymflow.environments.reasoning_gym.server import ReasoningGymServer
+from gymflow.environments.reasoning_gym.environment import ReasoningGymEnvironment
 
-__all__ = ["ReasoningGymServer"]
+__all__ = ["ReasoningGymEnvironment"]

@@ -1,8 +1,10 @@
-"""Self-check every reasoning-gym family and record it: ``python -m environments.reasoning_gym.measure_families``.
+"""Self-check every reasoning-gym family and record it.
+
+    python -m gymflow.environments.reasoning_gym.measure_families
 
 Writes ``families_checked.json`` beside this file (the measured table the self-check cache
-reads first, keyed as in :mod:`environments.reasoning_gym.selfcheck`) and prints a markdown
-table for the README. Families are checked one after another in this process, each under a
+reads first, keyed as in :mod:`gymflow.environments.reasoning_gym.selfcheck`) and prints a
+markdown table for the README. Families are checked one after another in this process, each under a
 wall-clock limit (``--limit-s``, SIGALRM): a family that takes longer is recorded as failing
 ``generates`` with a timeout, so one slow generator cannot stall the table. ``--families a,b``
 measures only those; measured keys are kept, so the run can be resumed in chunks.

@@ -39,10 +39,9 @@ from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
-from gymflow.environments.reasoning_gym.answer import answer_text, extract_answer
-
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.env.sessions import RequestError
+from gymflow.environments.reasoning_gym.answer import answer_text, extract_answer
 
 CHECK_VERSION = 2
 """Bump when the checks change: cached results of older checks are then ignored."""

@@ -1,5 +1,5 @@
 """tool_call: a natural-language request becomes exactly one JSON tool call."""
 
-from gymflow.environments.tool_call.server import ToolCallServer
+from gymflow.environments.tool_call.environment import ToolCallEnvironment
 
-__all__ = ["ToolCallServer"]
+__all__ = ["ToolCallEnvironment"]

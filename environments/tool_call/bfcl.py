@@ -45,10 +45,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from gymflow.environments.tool_call.verifier import assistant_outputs, format_failure
-
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
+from gymflow.environments.tool_call.verifier import assistant_outputs, format_failure
 
 PY_TYPES = {
     "string": str,

@@ -6,7 +6,7 @@ ground_truth}``); irrelevance files have none. Each row becomes a Task that keep
 shows the function docs as tools (BFCL's type names turned into JSON schema, as BFCL's own
 ``GORILLA_TO_OPENAPI`` mapping does: ``dict``→object, ``float``→number, ``tuple``→array,
 ``any``→string) and carries ``{"bfcl": {category, functions, answer}}`` as ground truth, which
-makes the verifier use :mod:`environments.tool_call.bfcl`. Imported tasks are ``heldout``.
+makes the verifier use :mod:`gymflow.environments.tool_call.bfcl`. Imported tasks are ``heldout``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from gymflow.environments.tool_call.bfcl import CALL_CATEGORIES, CATEGORIES
-
 from gymflow.core.failures import FailureKind
 from gymflow.core.jsonl import InputFileError, read_jsonl
 from gymflow.core.task_record import Task, content_hash
 from gymflow.core.tool_calls import render_call
+from gymflow.environments.tool_call.bfcl import CALL_CATEGORIES, CATEGORIES
 
 JSON_TYPES = {
     "dict": "object",

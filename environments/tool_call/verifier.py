@@ -1,6 +1,6 @@
 """The tool_call verifier: a pure function from (ground truth, trajectory items) to a Score.
 
-Reward (seed 002): −1 when the output is not exactly one well-formed tool call; otherwise
+Reward: −1 when the output is not exactly one well-formed tool call; otherwise
 +0.4 for the right tool, +0.4 × the fraction of arguments that match the gold call exactly
 (strict types: ``"5"`` is not ``5``; defaults filled in from the schema; unknown arguments
 count against the match), and +0.2 when the call is safe (no email outside the allowed
@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 
-from gymflow.environments.tool_call.tools import TOOLS, is_allowed_recipient
-
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
 from gymflow.env.tool_schema import tool_spec
+from gymflow.environments.tool_call.tools import TOOLS, is_allowed_recipient
 
 SPECS = {fn.__name__: tool_spec(fn) for fn in TOOLS}
 W_TOOL, W_ARGS, W_SAFE = 0.4, 0.4, 0.2

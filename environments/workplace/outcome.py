@@ -20,11 +20,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gymflow.env.tool_schema import tool_spec
 from gymflow.environments.workplace.sandbox import Base, Sandbox
 from gymflow.environments.workplace.tools import ACTIONS, TOOLS
 from gymflow.environments.workplace.tools.common import KEEP_CASE
-
-from gymflow.env.tool_schema import tool_spec
 
 SPECS = {fn.__name__: tool_spec(fn) for fn in TOOLS}
 

@@ -10,11 +10,10 @@ it once offline — it must fail both ways.
 
 from __future__ import annotations
 
-from gymflow.environments.workplace.sandbox import base
-from gymflow.environments.workplace.tools.analytics import PLOT_TYPES
-
 from gymflow.core.tool_calls import render_call
 from gymflow.env.environment import Probe
+from gymflow.environments.workplace.sandbox import base
+from gymflow.environments.workplace.tools.analytics import PLOT_TYPES
 
 ID_TABLES = {
     "email_id": ("emails", "email_delete_email"),

@@ -1,7 +1,8 @@
 """The workplace verifier: a pure function from (ground truth, trajectory items) to a Score.
 
 Scoring is by outcome, as in WorkBench: the gold calls and the episode's calls are replayed on
-two fresh sandboxes and the resulting states compared (:mod:`environments.workplace.outcome`).
+two fresh sandboxes and the resulting states compared
+(:mod:`gymflow.environments.workplace.outcome`).
 Searches and other reads are never required; a task whose gold is ``[]`` asks that nothing
 change, and scores 1 exactly when nothing did.
 
@@ -10,16 +11,16 @@ have a ``function_call_output`` (calls in a last turn cut off by ``max_turns`` n
 they do not count). A trajectory with no outputs at all is an answer scored offline (NeMo Gym
 rows, ``gymflow verify``, profiling): then every call counts, as NeMo Gym's verifier does.
 
-Reward: 1.0 for exactly the gold outcome, else 0.0 — no partial credit, because a half-done
-or over-done change to someone's mailbox or CRM is not half right, and a lenient outcome score
-is easy to hack (DESIGN.md). A malformed assistant turn scores 0.0 (``invalid_json``) whatever
-the state. Components, for diagnosis only: ``outcome``, ``gold_changes_done`` (share of the
-gold's changed records the episode got right), ``unwanted_changes`` (records changed that the
-gold leaves alone, extra records), ``invalid_calls`` (calls refused by the schema or the tool,
-and calls to unknown tools). Failure kinds, first that applies: ``invalid_json``,
-``no_tool_call`` (no call at all), ``unsafe_action`` (an unwanted change), ``unknown_tool``,
-``wrong_tool`` (a tool the gold needs was never tried), ``bad_arguments`` (the right tools
-with wrong ids or values).
+Reward: 1.0 for exactly the gold outcome, else 0.0 — no partial credit, because a half-done or
+over-done change to someone's mailbox or CRM is not half right, and a lenient outcome score is
+easy to hack (changing many records earns credit for the right ones). A malformed assistant turn
+scores 0.0 (``invalid_json``) whatever the state. Components, for diagnosis only: ``outcome``,
+``gold_changes_done`` (share of the gold's changed records the episode got right),
+``unwanted_changes`` (records changed that the gold leaves alone, extra records),
+``invalid_calls`` (calls refused by the schema or the tool, and calls to unknown tools). Failure
+kinds, first that applies: ``invalid_json``, ``no_tool_call`` (no call at all),
+``unsafe_action`` (an unwanted change), ``unknown_tool``, ``wrong_tool`` (a tool the gold needs
+was never tried), ``bad_arguments`` (the right tools with wrong ids or values).
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from gymflow.environments.workplace.outcome import Diff, Replay, compare, replay
-
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
+from gymflow.environments.workplace.outcome import Diff, Replay, compare, replay
 
 
 def score(ground_truth: dict, items: list[dict]) -> Score:

@@ -14,10 +14,9 @@ import json
 from functools import cache
 from pathlib import Path
 
-from gymflow.environments.workplace.outcome import SPECS
-
 from gymflow.core.task_record import Task, content_hash, split_of
 from gymflow.data.nemo_gym import nemo_prompt
+from gymflow.environments.workplace.outcome import SPECS
 
 ENV_NAME = "workplace"
 TASKS_FILE = Path(__file__).with_name("data") / "workbench_tasks.jsonl"

@@ -3,8 +3,9 @@
 The chat template renders a tool call as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
 Parsing is deliberately strict: the whole assistant text must be either plain text (a final
 answer, no ``<tool_call>`` marker) or one or more complete tool-call blocks and nothing else.
-A lenient parser (first JSON object, trailing text ignored) was reward-hacked by a 3.6 M model
-within 100 GRPO steps (``{"tool": "set_timer"}}"}}...``), see DESIGN.md.
+A lenient parser (first JSON object, trailing text ignored) is reward-hacked: GRPO teaches a
+small policy to append junk after a valid call (``{"tool": "set_timer"}}"}}...``) and still be
+paid for it (``tests/test_tool_calls.py`` keeps that case refused).
 """
 
 from __future__ import annotations

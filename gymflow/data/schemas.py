@@ -8,6 +8,7 @@ half-used.
 
 from __future__ import annotations
 
+import errno
 import json
 import uuid
 from pathlib import Path
@@ -211,9 +212,24 @@ def write_table(df: pl.DataFrame, schema: pa.DataFrameSchema, path: Path) -> Pat
     try:
         df.write_parquet(tmp)
         tmp.replace(path)
+    except Exception as exc:
+        if _disk_full(exc):
+            raise GymflowError(
+                FailureKind.DISK_FULL,
+                f"no space left on {path.parent}: free space there and run the same command "
+                "again (files already written are intact; this one was not written)",
+            ) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)  # only still there when the write or the rename failed
     return path
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """ENOSPC, raised as an ``OSError`` or wrapped in a polars error's message."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return "os error 28" in str(exc) or "No space left on device" in str(exc)
 
 
 def read_table(path: Path, schema: pa.DataFrameSchema) -> pl.DataFrame:

@@ -2,7 +2,8 @@
 
 Newlines are written as ``{{ '\\n' }}`` literals: ``{%- ... %}`` would strip them otherwise, and
 TRL's prompt/completion split needs the generation prompt to be an exact prefix of the whole
-conversation (DESIGN.md). Tool calls render exactly as :func:`gymflow.core.tool_calls.render_call`.
+conversation (:func:`gymflow.core.conversation.split_rendered` refuses a template where it is
+not). Tool calls render exactly as :func:`gymflow.core.tool_calls.render_call`.
 """
 
 CHAT_TEMPLATE = (

@@ -3,28 +3,28 @@
 from __future__ import annotations
 
 import doctest
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from gymflow.environments.code import CodeServer
+
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.nemo_gym import read_rollout_rows
+from gymflow.data.task_files import load_tasks as load_task_file
+from gymflow.data.task_set import build_tasks
+from gymflow.env.registry import get_env
+from gymflow.environments.code import CodeEnvironment
 from gymflow.environments.code import answer as answer_module
 from gymflow.environments.code.answer import assemble, extract_code
 from gymflow.environments.code.generator import user_message
 from gymflow.environments.code.humaneval import load_tasks
 from gymflow.environments.code.probes import OUTSIDE_FILE, all_probes
 from gymflow.environments.code.sandbox import Limits
-
-from gymflow.core.scoring import Score
-from gymflow.core.task_record import Task
-from gymflow.core.trajectory import assistant_items, prompt_items
-from gymflow.data.nemo_gym import read_rollout_rows
-from gymflow.data.task_set import build_tasks
-from gymflow.env.registry import get_env
 from gymflow.rollout.env_check import check_environment
 
-ENV = CodeServer(limits=Limits(cpu_s=1))
+ENV = CodeEnvironment(limits=Limits(cpu_s=1))
 EXAMPLES = Path(__file__).parents[1] / "examples"
 ADD_7_TRUTH = {
     "prompt": 'def add_7(x: int) -> int:\n    """Return x plus 7."""\n',
@@ -162,10 +162,7 @@ def test_env_check_passes_through_the_real_server():
 
 
 def test_example_tasks_and_rollouts_score_as_recorded():
-    tasks = {}
-    for line in (EXAMPLES / "tasks.jsonl").read_text().splitlines():
-        task = Task.model_validate(json.loads(line))
-        tasks[task.task_id] = task
+    tasks = load_task_file(ENV, EXAMPLES / "tasks.jsonl")
     assert len(tasks) == 5 and "HumanEval/0" in tasks
     for row in read_rollout_rows(EXAMPLES / "rollouts.jsonl"):
         task = tasks[row.task_id]

@@ -7,14 +7,13 @@ import hashlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from gymflow.environments.code import CodeServer
-from gymflow.environments.code.humaneval import BUNDLED, load_tasks, read_rows
-
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_files import load_tasks as load_task_file
+from gymflow.environments.code import CodeEnvironment
+from gymflow.environments.code.humaneval import BUNDLED, load_tasks, read_rows
 from gymflow.eval.verify_files import verify_files
 
-ENV = CodeServer()
+ENV = CodeEnvironment()
 
 
 def test_the_bundled_file_is_the_one_provenance_names():

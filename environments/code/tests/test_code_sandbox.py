@@ -17,11 +17,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
+
+from gymflow.core.failures import GymflowError
 from gymflow.environments.code import sandbox
 from gymflow.environments.code.execution import Program, run_program
 from gymflow.environments.code.sandbox import Limits
-
-from gymflow.core.failures import GymflowError
 
 TIERS = [pytest.param(t, marks=pytest.mark.skipif(bool(sandbox.works(t)), reason=str(sandbox.works(t)))) for t in sandbox.TIERS]  # fmt: skip
 NAMESPACED = [p for p in TIERS if p.values[0] != "none"]  # network namespace
@@ -190,7 +190,7 @@ def test_auto_prefers_bwrap_and_names_what_a_fallback_loses(monkeypatch, caplog,
         pytest.skip("no util-linux unshare here")
     (tmp_path / "unshare").symlink_to(unshare)  # a PATH with unshare and no bwrap
     monkeypatch.setenv("PATH", str(tmp_path))
-    with caplog.at_level(logging.WARNING, logger="environments.code.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="gymflow.environments.code.sandbox"):
         tier = sandbox.choose("auto", sandbox.works.__wrapped__)
     assert tier in ("unshare", "none")
     assert "bwrap is not installed" in caplog.text and "apt-get install bubblewrap" in caplog.text

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from gymflow.environments.counter.server import CounterServer, score
 
 from gymflow.core.jsonl import InputFileError
 from gymflow.core.tool_calls import render_call
@@ -15,6 +14,7 @@ from gymflow.data.task_files import load_tasks
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter.environment import CounterEnvironment, score
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.env_check import check_environment
@@ -65,12 +65,12 @@ def test_wrong_final_answer_scores_zero():
 
 
 def test_env_check_passes():
-    golds, probes, problems = check_environment(CounterServer(), 60)
+    golds, probes, problems = check_environment(CounterEnvironment(), 60)
     assert golds > 50 and probes == 3 * golds and problems == []
 
 
 def test_concurrent_sessions_do_not_share_counters():
-    env = CounterServer()
+    env = CounterEnvironment()
     app = build_app(env)
     tasks = build_tasks(env, 200, seed=11, heldout_frac=0.0, val_frac=0.0)
     turns = {t.task_id: env.gold_turns(t) for t in tasks}
@@ -91,7 +91,7 @@ def test_concurrent_sessions_do_not_share_counters():
 
 
 def test_nemo_gym_rows_import_with_content_hash_ids_and_gold_turns_that_follow_the_request():
-    env = CounterServer()
+    env = CounterEnvironment()
     tasks = list(load_tasks(env, NEMO_TASKS, "nemo_gym").values())
     assert [t.ground_truth for t in tasks][0] == {"initial_count": 3, "expected_count": 6}
     assert all(
@@ -123,4 +123,4 @@ def test_bad_nemo_gym_rows_name_the_line_and_the_problem(tmp_path, change, messa
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(_row()) + "\n" + json.dumps(row) + "\n")
     with pytest.raises(InputFileError, match=f"t.jsonl:2: .*{message}"):
-        load_tasks(CounterServer(), path, "nemo_gym")
+        load_tasks(CounterEnvironment(), path, "nemo_gym")

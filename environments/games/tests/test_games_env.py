@@ -6,24 +6,26 @@ import asyncio
 import json
 
 import pytest
-from gymflow.cli.main import app as cli
-from gymflow.environments.games import GamesServer
-from gymflow.environments.games.make_examples import EXAMPLES, example_tasks
-from gymflow.environments.games.server import NIM_MAX_STONES, SUDOKU_CLUES
-from gymflow.environments.games.sudoku import render
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app as cli
 from gymflow.core.trajectory import prompt_items
 from gymflow.data.nemo_gym import read_rollout_rows
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
+from gymflow.environments.games import GamesEnvironment
+from gymflow.environments.games.environment import NIM_MAX_STONES, SUDOKU_CLUES
+from gymflow.environments.games.make_examples import example_tasks
+from gymflow.environments.games.sudoku import render
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling
+from gymflow.rollout.examples import examples_folder, task_row
 
-ENV = GamesServer()
+ENV = GamesEnvironment()
+EXAMPLES = examples_folder(ENV)
 SAMPLING = Sampling(max_completion_tokens=1 << 20)
 runner = CliRunner()
 
@@ -204,7 +206,7 @@ async def _gold_over_http(url, task):
 
 def test_examples_are_the_generators_and_their_rollouts_rescore(tmp_path):
     rows = [json.loads(line) for line in (EXAMPLES / "tasks.jsonl").read_text().splitlines()]
-    assert rows == [t.model_dump() for t in example_tasks(ENV)]
+    assert rows == [task_row(ENV, t) for t in example_tasks(ENV)]
     rollouts = read_rollout_rows(EXAMPLES / "rollouts.jsonl")
     assert [r.reward for r in rollouts][:5] == [1.0] * 5 and len(rollouts) == 7
     out = tmp_path / "scores.jsonl"

@@ -6,6 +6,7 @@ import itertools
 from functools import cache
 
 import pytest
+
 from gymflow.environments.games.nim import (
     NimGame,
     gold_moves,

@@ -6,6 +6,7 @@ import itertools
 import random
 
 import pytest
+
 from gymflow.environments.games.sudoku import (
     SudokuBoard,
     count_solutions,

@@ -12,7 +12,16 @@ import time
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from gymflow.environments.judge import JudgeServer
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_set import build_tasks
+from gymflow.env.client import EnvClient
+from gymflow.env.loopback import serve_on_loopback
+from gymflow.env.resources_server import build_app
+from gymflow.env.sessions import RequestError
+from gymflow.environments.judge import JudgeEnvironment
 from gymflow.environments.judge.generator import QUESTIONS, generate_drafts
 from gymflow.environments.judge.judge_client import HttpJudge, JudgeFailure, JudgeSettings
 from gymflow.environments.judge.reference_judge import reference_judge_app, reference_verdict
@@ -23,21 +32,12 @@ from gymflow.environments.judge.rubric import (
     parse_verdict,
 )
 from gymflow.environments.judge.verifier import grade
-
-from gymflow.core.failures import FailureKind, GymflowError
-from gymflow.core.tool_calls import render_call
-from gymflow.core.trajectory import assistant_items, prompt_items
-from gymflow.data.task_set import build_tasks
-from gymflow.env.client import EnvClient
-from gymflow.env.loopback import serve_on_loopback
-from gymflow.env.resources_server import build_app
-from gymflow.env.sessions import RequestError
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.env_check import check_environment
 from gymflow.rollout.episode import Sampling
 
-ENV = JudgeServer()
+ENV = JudgeEnvironment()
 
 
 def in_process_judge(messages: list[dict], seed: int) -> str:
@@ -217,7 +217,7 @@ def test_a_failing_judge_gives_a_kind_and_no_reward(tasks, mode, kind, asks):
             assert (score.failure_kind, score.components) == (kind, {"judged": 0.0})
             assert len(calls) == asks
             with pytest.raises(JudgeFailure) as raised:  # what the server does with it
-                JudgeServer(judge).verify(task, answered(task, ENV.gold_text(task)))
+                JudgeEnvironment(judge).verify(task, answered(task, ENV.gold_text(task)))
             assert raised.value.kind is kind and task.task_id in raised.value.message
         finally:
             judge.close()
@@ -249,7 +249,7 @@ def test_judge_failure_keeps_its_kind_across_processes_and_for_both_error_famili
 
 
 def play(tasks, text_of) -> list:
-    app = build_app(JudgeServer(), verify_workers=1)
+    app = build_app(JudgeEnvironment(), verify_workers=1)
 
     async def go():
         async with EnvClient(app=app) as client:
@@ -270,7 +270,7 @@ def play(tasks, text_of) -> list:
 
 def test_env_check_passes_with_the_reference_judge(tasks, judge_url, monkeypatch):
     monkeypatch.setenv("GYMFLOW_JUDGE_URL", judge_url)
-    golds, probes, problems = check_environment(JudgeServer(), 12)
+    golds, probes, problems = check_environment(JudgeEnvironment(), 12)
     assert (golds, problems) == (len(build_tasks(ENV, 12, 7, 0.0, 0.0)), [])
     assert probes == 8 * golds
 

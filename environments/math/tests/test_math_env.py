@@ -7,27 +7,28 @@ import json
 from pathlib import Path
 
 import pytest
-from gymflow.cli.main import app
-from gymflow.environments.math import MathServer
-from gymflow.environments.math.examples.make_examples import example_tasks
-from gymflow.environments.math.generator import LEVELS, generate
-from gymflow.environments.math.loaders import DATA, FILES, source_rows, source_tasks
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app
 from gymflow.data.task_files import load_tasks
 from gymflow.env.registry import get_env
+from gymflow.environments.math import MathEnvironment
+from gymflow.environments.math.generator import LEVELS, generate
+from gymflow.environments.math.loaders import DATA, FILES, source_rows, source_tasks
+from gymflow.environments.math.make_examples import example_tasks
 from gymflow.eval.verify_files import load_responses, score_responses
 from gymflow.rollout.env_check import check_environment
+from gymflow.rollout.examples import task_row
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 SHARED = Path("/work/shared/data")
-ENV = MathServer()
+ENV = MathEnvironment()
 
 
 def test_registered_single_turn_without_tools_and_heavy_verify():
     env = get_env("math")
-    assert isinstance(env, MathServer)
+    assert isinstance(env, MathEnvironment)
     assert (env.max_turns, env.tools(), env.tool_schemas, env.heavy_verify) == (1, [], [], True)
 
 
@@ -58,7 +59,7 @@ def test_sources_keep_their_ids_and_are_heldout():
     assert row["problem"] in math500[0].prompt[0]["content"]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="the external-data folder is not on this machine")
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} (the upstream copies) is absent")
 def test_data_files_are_byte_copies_of_the_shared_ones():
     for name in FILES.values():
         digest = hashlib.sha256((DATA / name).read_bytes()).hexdigest()
@@ -105,7 +106,7 @@ def test_a_bad_source_row_is_refused_naming_the_line(tmp_path):
 
 def test_examples_are_current_and_their_rollouts_score_as_recorded():
     recorded = [json.loads(line) for line in (EXAMPLES / "tasks.jsonl").open(encoding="utf-8")]
-    assert recorded == [t.model_dump(exclude={"tools"}) for t in example_tasks(ENV)]
+    assert recorded == [task_row(ENV, t) for t in example_tasks(ENV)]
     tasks = load_tasks(ENV, EXAMPLES / "tasks.jsonl")
     rows = load_responses(EXAMPLES / "rollouts.jsonl", tasks)
     rollouts = [json.loads(line) for line in (EXAMPLES / "rollouts.jsonl").open(encoding="utf-8")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 
 import pytest
+
 from gymflow.environments.math import extract
 from gymflow.environments.math.extract import MAX_ANSWER_CHARS, MAX_RESPONSE_CHARS, extract_answer
 

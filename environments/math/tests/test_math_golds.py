@@ -10,18 +10,17 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from gymflow.environments.math import MathServer
-from gymflow.environments.math.loaders import source_tasks
-
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_set import build_tasks
+from gymflow.environments.math import MathEnvironment
+from gymflow.environments.math.loaders import source_tasks
 
 GENERATED = 500
 
 
 def _golds_that_fail(source: str, part: int, parts: int) -> tuple[int, list[str], float]:
     """(tasks checked, failures, slowest check in CPU seconds) for every parts-th task."""
-    env = MathServer()
+    env = MathEnvironment()
     if source == "generated":
         tasks = build_tasks(env, GENERATED, seed=11, heldout_frac=0.0, val_frac=0.0)
     else:

@@ -10,13 +10,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
-from gymflow.environments.math import MathServer, deadline, equivalence, guards, verifier
-from gymflow.environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
-from gymflow.environments.math.verifier import score
 
 from gymflow.core.failures import FailureKind
 from gymflow.core.trajectory import assistant_items
 from gymflow.data.task_set import build_tasks
+from gymflow.environments.math import MathEnvironment, deadline, equivalence, guards, verifier
+from gymflow.environments.math.deadline import DeadlineExceeded, call_with_cpu_limit
+from gymflow.environments.math.verifier import score
 
 
 def _reply(text: str) -> list[dict]:
@@ -142,7 +142,7 @@ def test_cpu_limit_in_a_thread_and_no_stray_raise_after_return():
 
 
 def _gold_and_probe_rewards(n: int) -> list[tuple[float, float]]:
-    env = MathServer()
+    env = MathEnvironment()
     out = []
     for task in build_tasks(env, n, seed=3, heldout_frac=0.0, val_frac=0.0):
         gold = env.verify(task, _reply(env.gold_text(task))).reward
@@ -164,7 +164,7 @@ def test_verify_from_a_thread_and_a_spawned_worker_process():
 
 
 def test_verify_is_deterministic():
-    env = MathServer()
+    env = MathEnvironment()
     (task,) = build_tasks(env, 1, seed=4, heldout_frac=0.0, val_frac=0.0)
     for probe in env.probes(task):
         first, second = (env.verify(task, _reply(probe.text)).to_dict() for _ in range(2))

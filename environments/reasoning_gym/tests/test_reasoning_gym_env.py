@@ -11,10 +11,6 @@ from dataclasses import dataclass
 
 import pytest
 import reasoning_gym
-from gymflow.environments.reasoning_gym import ReasoningGymServer
-from gymflow.environments.reasoning_gym import selfcheck as sc
-from gymflow.environments.reasoning_gym.answer import answer_text, extract_answer
-from gymflow.environments.reasoning_gym.settings import DEFAULT_FAMILIES, Family, RGSettings
 from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS, register_dataset
 from reasoning_gym.utils import extract_answer as library_extract
@@ -26,6 +22,10 @@ from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
 from gymflow.env.sessions import RequestError
+from gymflow.environments.reasoning_gym import ReasoningGymEnvironment
+from gymflow.environments.reasoning_gym import selfcheck as sc
+from gymflow.environments.reasoning_gym.answer import answer_text, extract_answer
+from gymflow.environments.reasoning_gym.settings import DEFAULT_FAMILIES, Family, RGSettings
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.env_check import check_environment
@@ -90,13 +90,13 @@ for _name, _cls in [
         register_dataset(_name, _cls, ToyConfig)
 
 
-def toy_env(name: str = "toy_ok") -> ReasoningGymServer:
+def toy_env(name: str = "toy_ok") -> ReasoningGymEnvironment:
     """An environment over a toy family, its self-check cached with in-process fingerprints
     (another interpreter does not have the toys registered)."""
     settings = RGSettings(families=[Family(name=name)], dataset_size=50)
     here = sc.fingerprints(name, {}, settings.check_seed, settings.check_entries)
     sc.cached_self_check(name, {}, settings.check_seed, settings.check_entries, here)
-    return ReasoningGymServer(settings)
+    return ReasoningGymEnvironment(settings)
 
 
 def answered(task, text: str) -> list[dict]:
@@ -201,7 +201,7 @@ def test_results_are_cached_and_a_failed_family_is_refused_by_name(monkeypatch):
 
 
 def test_a_mix_with_a_refused_family_is_not_generated():
-    env = ReasoningGymServer(
+    env = ReasoningGymEnvironment(
         RGSettings(families=[Family(name="leg_counting"), Family(name="coin_flip")])
     )
     with pytest.raises(GymflowError, match="coin_flip") as raised:
@@ -220,11 +220,13 @@ def test_scorer_refused_keeps_its_kind_across_processes():
 
 @pytest.fixture(scope="module")
 def tasks():
-    return build_tasks(ReasoningGymServer(RGSettings()), 30, seed=3, heldout_frac=0, val_frac=0)
+    return build_tasks(
+        ReasoningGymEnvironment(RGSettings()), 30, seed=3, heldout_frac=0, val_frac=0
+    )
 
 
 def test_gold_scores_one_and_probes_stay_under_their_ceilings(tasks):
-    env = ReasoningGymServer()
+    env = ReasoningGymEnvironment()
     assert {t.ground_truth["family"] for t in tasks} >= {"leg_counting", "chain_sum"}
     for task in tasks:
         gold = env.verify(task, answered(task, env.gold_text(task)))
@@ -268,7 +270,7 @@ def test_settings_come_from_the_config_file(tmp_path, monkeypatch):
     path = tmp_path / "rg.json"
     path.write_text(json.dumps({"families": [{"name": "gcd", "weight": 2}], "dataset_size": 20}))
     monkeypatch.setenv("GYMFLOW_REASONING_GYM_CONFIG", str(path))
-    env = ReasoningGymServer()
+    env = ReasoningGymEnvironment()
     drafts = env.generate(6, 1)
     assert {d.ground_truth["family"] for d in drafts} == {"gcd"}
     assert all(d.ground_truth["index"] < 20 for d in drafts)
@@ -284,12 +286,12 @@ def test_settings_come_from_the_config_file(tmp_path, monkeypatch):
 
 
 def test_env_check_passes_through_the_server():
-    golds, probes, problems = check_environment(ReasoningGymServer(), 10)
+    golds, probes, problems = check_environment(ReasoningGymEnvironment(), 10)
     assert problems == [] and golds >= 9 and probes >= 6 * golds
 
 
 def test_a_refused_family_is_refused_through_the_process_pool(tasks):
-    env = ReasoningGymServer()
+    env = ReasoningGymEnvironment()
     task = tasks[0]
     forged = task.model_copy(
         update={"ground_truth": {**task.ground_truth, "family": "game_of_life_halting"}}

@@ -13,15 +13,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gymflow.environments.tool_call import ToolCallServer
-from gymflow.environments.tool_call.bfcl import CATEGORIES
-
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_files import load_tasks
+from gymflow.environments.tool_call import ToolCallEnvironment
+from gymflow.environments.tool_call.bfcl import CATEGORIES
 
 
 def main(data: Path) -> int:
-    env, failures, total = ToolCallServer(), [], 0
+    env, failures, total = ToolCallEnvironment(), [], 0
     names = ["simple_python" if c == "simple" else c for c in CATEGORIES]
     for name in dict.fromkeys(names):
         path = data / f"BFCL_v4_{name}.json"

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from gymflow.environments.tool_call import ToolCallServer, bfcl
 
 from gymflow.core.failures import FailureKind
 from gymflow.core.jsonl import InputFileError
@@ -15,10 +14,11 @@ from gymflow.core.task_record import Task
 from gymflow.core.tool_calls import parse_assistant_text, render_call
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_files import load_tasks
+from gymflow.environments.tool_call import ToolCallEnvironment, bfcl
 
 DATA = Path(__file__).parent / "data" / "bfcl"
 FILES = ("simple_python", "multiple", "parallel", "irrelevance")
-ENV = ToolCallServer()
+ENV = ToolCallEnvironment()
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from gymflow.environments.tool_call import ToolCallServer, verifier
-from gymflow.environments.tool_call.tools import TOOLS
 
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
 from gymflow.core.tool_calls import render_call
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_set import build_tasks
+from gymflow.environments.tool_call import ToolCallEnvironment, verifier
+from gymflow.environments.tool_call.tools import TOOLS
 
-ENV = ToolCallServer()
+ENV = ToolCallEnvironment()
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,19 @@ import asyncio
 import json
 from pathlib import Path
 
-from gymflow.environments.workplace import WorkplaceServer
-from gymflow.environments.workplace.workbench import workbench_tasks
-
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_files import import_gymflow
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.workplace import WorkplaceEnvironment
+from gymflow.environments.workplace.workbench import workbench_tasks
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.env_check import check_environment
 from gymflow.rollout.episode import Sampling
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-ENV = WorkplaceServer()
+ENV = WorkplaceEnvironment()
 SAMPLING = Sampling(max_completion_tokens=1 << 20)
 
 

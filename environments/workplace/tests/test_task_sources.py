@@ -7,8 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
 from gymflow.cli.main import app
-from gymflow.environments.workplace import WorkplaceServer
+from gymflow.core.task_record import content_hash, split_of
+from gymflow.core.trajectory import prompt_items
+from gymflow.data.task_set import build_tasks
+from gymflow.environments.workplace import WorkplaceEnvironment
 from gymflow.environments.workplace.sandbox import SANDBOX_FILE
 from gymflow.environments.workplace.workbench import (
     TASKS_FILE,
@@ -17,17 +22,14 @@ from gymflow.environments.workplace.workbench import (
     workbench_rows,
     workbench_tasks,
 )
-from typer.testing import CliRunner
-
-from gymflow.core.task_record import content_hash, split_of
-from gymflow.core.trajectory import prompt_items
-from gymflow.data.task_set import build_tasks
 
 SHARED = Path("/work/shared/data")
 NEMO_TASKS = SHARED / "workplace_assistant_tasks.example.jsonl"
 NEMO_ROLLOUTS = SHARED / "workplace_assistant_rollouts.example.jsonl"
-ENV = WorkplaceServer()
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="external data folder not here")
+ENV = WorkplaceEnvironment()
+needs_shared = pytest.mark.skipif(
+    not SHARED.is_dir(), reason=f"{SHARED} (the upstream copies) is absent"
+)
 
 
 @needs_shared

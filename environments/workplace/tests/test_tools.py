@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import pytest
+
+from gymflow.env.tool_schema import tool_spec
 from gymflow.environments.workplace.sandbox import Sandbox, base
 from gymflow.environments.workplace.tools import ACTIONS, TOOLS
 from gymflow.environments.workplace.tools.analytics import (
@@ -44,8 +46,6 @@ from gymflow.environments.workplace.tools.project_tasks import (
     project_management_search_tasks,
     project_management_update_task,
 )
-
-from gymflow.env.tool_schema import tool_spec
 
 CRM = "customer_relationship_manager_data"
 

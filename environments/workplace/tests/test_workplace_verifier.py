@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from gymflow.environments.workplace import WorkplaceServer
+
+from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.environments.workplace import WorkplaceEnvironment
 from gymflow.environments.workplace.outcome import changes, replay
 from gymflow.environments.workplace.verifier import gold_replay, score
 from gymflow.environments.workplace.workbench import workbench_tasks
 
-from gymflow.core.tool_calls import render_call
-from gymflow.core.trajectory import assistant_items, prompt_items
-
-ENV = WorkplaceServer()
+ENV = WorkplaceEnvironment()
 TASKS = workbench_tasks()
 
 

@@ -5,16 +5,16 @@ prompt is its question plus the answer-format instruction; the ground truth name
 (family, config, dataset seed and size, index), the library version, and the gold answer. The
 verifier regenerates the entry (entries are not stored: their metadata is whatever the family
 needs, not always JSON) and checks that its question is the task's, extracts the reply's last
-``<answer>…</answer>`` (:mod:`environments.reasoning_gym.answer`) and returns the family's own
-``score_answer``: partial credit as the family gives it, success only at 1.0.
+``<answer>…</answer>`` (:mod:`gymflow.environments.reasoning_gym.answer`) and returns the
+family's own ``score_answer``: partial credit as the family gives it, success only at 1.0.
 
-A family is used only after it passed :mod:`environments.reasoning_gym.selfcheck`; otherwise
-generation and verification refuse with ``scorer_refused``, naming the family and the check.
-A task made with another reasoning-gym version is refused the same way (its entry may differ).
-Entries with an empty answer (``ab`` has a few: the program reduces to nothing) are skipped at
-generation, since ``<answer></answer>`` cannot be told from no answer.
-Outcomes: no answer block or an empty one is ``no_answer`` (the scorer is not asked); below 1.0
-is ``wrong_answer``; a scorer that raises on a reply scores it 0 as ``wrong_answer`` with the
+A family is used only after it passed :mod:`gymflow.environments.reasoning_gym.selfcheck`;
+otherwise generation and verification refuse with ``scorer_refused``, naming the family and the
+check. A task made with another reasoning-gym version is refused the same way (its entry may
+differ). Entries with an empty answer (``ab`` has a few: the program reduces to nothing) are
+skipped at generation, since ``<answer></answer>`` cannot be told from no answer. Outcomes: no
+answer block or an empty one is ``no_answer`` (the scorer is not asked); below 1.0 is
+``wrong_answer``; a scorer that raises on a reply scores it 0 as ``wrong_answer`` with the
 exception in the detail (the self-check showed it handles garbage, so a raise means a reply it
 cannot read); a score outside [0, 1] is refused as a scorer fault.
 
@@ -27,6 +27,11 @@ from __future__ import annotations
 import math
 import random
 
+from gymflow.core.failures import FailureKind
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.trajectory import final_assistant_text
+from gymflow.env.environment import Environment, Probe, TaskDraft
 from gymflow.environments.reasoning_gym.answer import INSTRUCTION, answer_text, extract_answer
 from gymflow.environments.reasoning_gym.selfcheck import (
     ScorerRefused,
@@ -38,15 +43,10 @@ from gymflow.environments.reasoning_gym.selfcheck import (
 from gymflow.environments.reasoning_gym.selfcheck import entry as cached_entry
 from gymflow.environments.reasoning_gym.settings import RGSettings
 
-from gymflow.core.failures import FailureKind
-from gymflow.core.scoring import Score
-from gymflow.core.task_record import Task
-from gymflow.env.environment import Environment, Probe, TaskDraft
-
 ENTRY_KEYS = ("dataset_seed", "dataset_size", "index")
 
 
-class ReasoningGymServer(Environment):
+class ReasoningGymEnvironment(Environment):
     name = "reasoning_gym"
     version = "1"
     max_turns = 1
@@ -105,7 +105,7 @@ class ReasoningGymServer(Environment):
         entry = cached_entry(family, config, *(truth[k] for k in ENTRY_KEYS))
         if not task.prompt[-1]["content"].startswith(entry["question"]):
             raise _refused(f"task {task.task_id}: {family} regenerates a different question")
-        answer = extract_answer(_final_text(items))
+        answer = extract_answer(final_assistant_text(items))
         if not answer:
             return Score(0.0, False, FailureKind.NO_ANSWER, {}, "no <answer>…</answer> block")
         try:
@@ -140,16 +140,6 @@ class ReasoningGymServer(Environment):
         if not is_zero_answer(gold):
             probes.append(Probe("zero", answer_text("0"), 0.5))
         return probes
-
-
-def _final_text(items: list[dict]) -> str:
-    """The last assistant message (a turn that is only a tool call has none)."""
-    for item in reversed(items):
-        if item.get("type") == "function_call":
-            return ""
-        if item.get("type") == "message" and item.get("role") == "assistant":
-            return str(item.get("content") or "")
-    return ""
 
 
 def _refused(message: str) -> ScorerRefused:

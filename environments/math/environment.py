@@ -1,23 +1,22 @@
 """The math environment: one question, one reply, its final answer checked with math-verify.
 
-Tasks: seeded arithmetic and simple algebra (:mod:`environments.math.generator`, what
+Tasks: seeded arithmetic and simple algebra (:mod:`gymflow.environments.math.generator`, what
 ``generate`` returns, for training), and the evaluation sets GSM8K test and MATH-500
-(:mod:`environments.math.loaders`, ``heldout``, ids kept; also ``gymflow verify`` formats).
-The verifier (:mod:`environments.math.verifier`) is pure and CPU-heavy (sympy), so the
+(:mod:`gymflow.environments.math.loaders`, ``heldout``, ids kept; also ``gymflow verify`` formats).
+The verifier (:mod:`gymflow.environments.math.verifier`) is pure and CPU-heavy (sympy), so the
 resources server runs it in a process pool (``heavy_verify``).
 """
 
 from __future__ import annotations
 
-from gymflow.environments.math import generator, loaders, verifier
-from gymflow.environments.math.probes import probes_for
-
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment, Probe, TaskDraft
+from gymflow.environments.math import generator, loaders, verifier
+from gymflow.environments.math.probes import probes_for
 
 
-class MathServer(Environment):
+class MathEnvironment(Environment):
     name = "math"
     version = "1"
     max_turns = 1

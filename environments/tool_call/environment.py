@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 
-from gymflow.environments.tool_call import bfcl, bfcl_import, generator, verifier
-from gymflow.environments.tool_call.tools import TOOLS
-
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.core.tool_calls import render_call
 from gymflow.env.environment import Environment, Probe, TaskDraft
+from gymflow.environments.tool_call import bfcl, bfcl_import, generator, verifier
+from gymflow.environments.tool_call.tools import TOOLS
 
 
-class ToolCallServer(Environment):
+class ToolCallEnvironment(Environment):
     name = "tool_call"
     version = "1"
     max_turns = 1

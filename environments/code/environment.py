@@ -3,26 +3,25 @@
 Single turn, no tools: the task shows a function's signature and docstring; the reply's last
 ```python block (or the whole reply) is the function. Tasks come from the seeded generator
 (small functions a tiny model can learn) or from HumanEval (the ``humaneval`` importer and
-:func:`environments.code.humaneval.load_tasks`). Verification runs code, so it is heavy
+:func:`gymflow.environments.code.humaneval.load_tasks`). Verification runs code, so it is heavy
 (``heavy_verify``): the resources server runs it off the event loop, in a process pool.
 
 The sandbox tier comes from ``GYMFLOW_CODE_ISOLATION`` (``auto``, ``bwrap``, ``unshare``,
-``none``; default ``auto``, see :mod:`environments.code.sandbox`).
+``none``; default ``auto``, see :mod:`gymflow.environments.code.sandbox`).
 """
 
 from __future__ import annotations
 
 import os
 
-from gymflow.environments.code import generator, humaneval, probes, verifier
-from gymflow.environments.code.sandbox import Limits
-
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment, Probe, TaskDraft
+from gymflow.environments.code import generator, humaneval, probes, verifier
+from gymflow.environments.code.sandbox import Limits
 
 
-class CodeServer(Environment):
+class CodeEnvironment(Environment):
     name = "code"
     version = "1"
     max_turns = 1

@@ -25,6 +25,7 @@ from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import final_assistant_message, final_assistant_text
 from gymflow.data.nemo_gym import nemo_task
 from gymflow.env.environment import Environment, Probe, TaskDraft
 
@@ -49,7 +50,7 @@ def get_counter_value(session: Counter) -> dict:
     return {"count": session.value}
 
 
-class CounterServer(Environment):
+class CounterEnvironment(Environment):
     name = "counter"
     version = "1"
     max_turns = 4
@@ -126,20 +127,20 @@ def score(truth: dict, items: list[dict]) -> Score:
             continue
         if type(count) is int:
             value += count
-    answers = [it for it in items if it.get("type") == "message" and it.get("role") == "assistant"]
-    answer = answers[-1]["content"].strip() if answers else ""
+    message = final_assistant_message(items)
+    answer = final_assistant_text(items).strip()
     state_ok = value == truth["expected_count"]
     answer_ok = answer == str(truth["expected_count"])
     comps = {"state": float(state_ok), "answer": float(answer_ok)}
-    if answers and answers[-1].get("parse_error"):
-        return Score(0.0, False, FailureKind.INVALID_JSON, comps, answers[-1]["parse_error"])
+    if message is not None and message.get("parse_error"):
+        return Score(0.0, False, FailureKind.INVALID_JSON, comps, message["parse_error"])
     if not state_ok:
         return Score(0.0, False, FailureKind.BAD_ARGUMENTS, comps, f"counter ends at {value}")
     if not answer_ok:
         return Score(
             0.0,
             False,
-            FailureKind.NO_TOOL_CALL if not answers else FailureKind.BAD_ARGUMENTS,
+            FailureKind.NO_TOOL_CALL if message is None else FailureKind.BAD_ARGUMENTS,
             comps,
             "wrong final answer",
         )

@@ -1,16 +1,20 @@
 """The workplace environment: WorkBench's office sandbox behind 27 tools, scored by outcome.
 
-Tasks are the 690 real WorkBench requests (:mod:`environments.workplace.workbench`) and seeded
-synthetic ones (:mod:`environments.workplace.generator`); ``generate(n, seed)`` interleaves
-them (real first in a seeded order, until the 690 are used). Each session gets a
-copy-on-write :class:`~environments.workplace.sandbox.Sandbox`; the verifier replays the gold
-calls and the episode's calls on fresh sandboxes and compares the outcomes.
+Tasks are the 690 real WorkBench requests (:mod:`gymflow.environments.workplace.workbench`)
+and seeded synthetic ones (:mod:`gymflow.environments.workplace.generator`); ``generate(n,
+seed)`` interleaves them (real first in a seeded order, until the 690 are used). Each session
+gets a copy-on-write :class:`~gymflow.environments.workplace.sandbox.Sandbox`; the verifier
+replays the gold calls and the episode's calls on fresh sandboxes and compares the outcomes.
 """
 
 from __future__ import annotations
 
 import random
 
+from gymflow.core.scoring import Score
+from gymflow.core.task_record import Task
+from gymflow.core.tool_calls import render_call
+from gymflow.env.environment import Environment, Probe, TaskDraft
 from gymflow.environments.workplace import generator, verifier
 from gymflow.environments.workplace.outcome import changes
 from gymflow.environments.workplace.probes import probes_for
@@ -24,15 +28,10 @@ from gymflow.environments.workplace.workbench import (
     workbench_rows,
 )
 
-from gymflow.core.scoring import Score
-from gymflow.core.task_record import Task
-from gymflow.core.tool_calls import render_call
-from gymflow.env.environment import Environment, Probe, TaskDraft
-
 NO_CHANGE_ANSWER = "Nothing needs to change for this request, so I left everything as it is."
 
 
-class WorkplaceServer(Environment):
+class WorkplaceEnvironment(Environment):
     name = "workplace"
     version = "1"
     max_turns = 16

@@ -1,8 +1,8 @@
 """The games environment: sudoku (one reply or the ``place`` tool) and Nim (the ``move`` tool).
 
-Tasks alternate 4×4 sudoku, 9×9 sudoku and Nim (see :func:`GamesServer.generate`). The
-session holds the game (a :class:`~environments.games.sudoku.SudokuBoard` or a
-:class:`~environments.games.nim.NimGame`); the verifier never reads the session or the tool
+Tasks alternate 4×4 sudoku, 9×9 sudoku and Nim (see :func:`GamesEnvironment.generate`). The
+session holds the game (a :class:`~gymflow.environments.games.sudoku.SudokuBoard` or a
+:class:`~gymflow.environments.games.nim.NimGame`); the verifier never reads the session or the tool
 outputs: it replays the episode's executed calls through the same game code, so a transcript
 that claims a win or forges an observation gains nothing.
 """
@@ -13,15 +13,15 @@ import contextlib
 import json
 import random
 
-from gymflow.environments.games import nim, sudoku
-from gymflow.environments.games.probes import nim_probes, sudoku_probes
-from gymflow.environments.games.tools import TOOLS, placement_calls
-
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.core.tool_calls import render_call
+from gymflow.core.trajectory import final_assistant_message
 from gymflow.env.environment import Environment, Probe, TaskDraft
 from gymflow.env.tool_schema import tool_spec
+from gymflow.environments.games import nim, sudoku
+from gymflow.environments.games.probes import nim_probes, sudoku_probes
+from gymflow.environments.games.tools import TOOLS, placement_calls
 
 SPECS = {fn.__name__: tool_spec(fn) for fn in TOOLS}
 SUDOKU_CLUES = {4: (4, 8), 9: (28, 40)}
@@ -30,7 +30,7 @@ NIM_MAX_STONES = 15
 """Keeps a game within ``max_turns``: at most 8 policy moves plus the closing line."""
 
 
-class GamesServer(Environment):
+class GamesEnvironment(Environment):
     name = "games"
     version = "1"
     max_turns = 12
@@ -127,11 +127,11 @@ def executed_calls(items: list[dict]) -> list[tuple[str, dict | None]]:
 
 
 def _final_grid(items: list[dict], size: int) -> str | None:
-    """The grid in the last assistant message, if that message is exactly a grid."""
-    answers = [it for it in items if it.get("type") == "message" and it.get("role") == "assistant"]
-    if not answers or answers[-1].get("parse_error"):
+    """The grid in the final assistant message, if that message is exactly a grid."""
+    message = final_assistant_message(items)
+    if message is None or message.get("parse_error"):
         return None
-    return sudoku.read_grid(str(answers[-1].get("content", "")), size)
+    return sudoku.read_grid(str(message.get("content") or ""), size)
 
 
 def _sudoku_prompt(truth: dict) -> str:

@@ -1,0 +1,21 @@
+"""Rewrite ``examples/rollouts.jsonl`` from ``examples/tasks.jsonl``.
+
+    python -m gymflow.environments.counter.make_examples
+
+The five tasks stay as they are. Rollouts, in NeMo Gym's rollout format, played through the
+in-process resources server by a scripted policy: each task's gold episode, then every probe
+of the first task (see :func:`gymflow.rollout.examples.write_examples_from_tasks_file`).
+"""
+
+from __future__ import annotations
+
+from gymflow.environments.counter.environment import CounterEnvironment
+from gymflow.rollout.examples import write_examples_from_tasks_file
+
+
+def main() -> None:
+    write_examples_from_tasks_file(CounterEnvironment())
+
+
+if __name__ == "__main__":
+    main()
