@@ -30,13 +30,12 @@ import time
 import zlib
 from pathlib import Path
 
-from gymflow.environments.counter import CounterEnvironment
-from gymflow.environments.counter import server as counter
-
 from gymflow.data.schemas import collected_rollouts
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter import CounterEnvironment
+from gymflow.environments.counter import server as counter
 from gymflow.policy.spec import load_policy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.engine import CollectSettings, collect_rollouts, plan_collection

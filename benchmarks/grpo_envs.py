@@ -18,12 +18,11 @@ import asyncio
 import json
 from pathlib import Path
 
+from gymflow.core.tool_calls import render_call
+from gymflow.data.task_set import build_tasks
 from gymflow.environments.counter.environment import Counter, CounterEnvironment
 from gymflow.environments.counter.environment import get_counter_value as _get
 from gymflow.environments.counter.environment import increment_counter as _inc
-
-from gymflow.core.tool_calls import render_call
-from gymflow.data.task_set import build_tasks
 from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 
 TINY = TinyModelConfig(hidden_size=96, num_layers=2, intermediate_size=288, corpus_size=2000)

@@ -50,8 +50,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gymflow.environments.counter.environment import CounterEnvironment  # noqa: E402
-
 from benchmarks.grpo_envs import (  # noqa: E402
     SFT_STEPS,
     CounterToolEnv,
@@ -63,6 +61,7 @@ from benchmarks.grpo_envs import (  # noqa: E402
 from benchmarks.report import arguments, emit  # noqa: E402
 from gymflow.data.task_set import build_tasks  # noqa: E402
 from gymflow.env.resources_server import build_app  # noqa: E402
+from gymflow.environments.counter.environment import CounterEnvironment  # noqa: E402
 from gymflow.lifecycle.home import project_home  # noqa: E402
 from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo, trainer_config  # noqa: E402
 

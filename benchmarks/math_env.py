@@ -23,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+from gymflow.core.trajectory import assistant_items, prompt_items
+from gymflow.data.task_set import build_tasks
 from gymflow.environments.math import MathEnvironment
 from gymflow.environments.math.equivalence import CPU_LIMIT_S
 from gymflow.environments.math.loaders import source_tasks
-
-from gymflow.core.trajectory import assistant_items, prompt_items
-from gymflow.data.task_set import build_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

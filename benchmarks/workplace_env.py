@@ -24,13 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-from gymflow.environments.workplace import WorkplaceEnvironment
-from gymflow.environments.workplace.verifier import _gold_replay
-from gymflow.environments.workplace.workbench import workbench_tasks
-
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.workplace import WorkplaceEnvironment
+from gymflow.environments.workplace.verifier import _gold_replay
+from gymflow.environments.workplace.workbench import workbench_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -156,6 +156,14 @@ def env_serve(
     token: str = typer.Option(
         None, envvar="GYMFLOW_ENV_TOKEN", help="Require 'Authorization: Bearer TOKEN'."
     ),
+    insecure: bool = typer.Option(
+        False, help="Allow a non-loopback bind without a token (anyone may call the tools)."
+    ),
+    client_session_ids: bool = typer.Option(
+        False,
+        help="Let clients choose session ids (1-128 chars of [A-Za-z0-9_.:-]); by default "
+        "the server issues random ones.",
+    ),
 ) -> None:
     """Serve an environment's resources server over HTTP."""
     from gymflow.core.failures import GymflowError
@@ -167,7 +175,12 @@ def env_serve(
     except GymflowError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(2) from None
-    raise typer.Exit(serve(name, host, port, workers, token))
+    try:
+        status = serve(name, host, port, workers, token, insecure, client_session_ids)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(status)
 
 
 @policy_app.command("serve")

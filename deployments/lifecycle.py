@@ -22,9 +22,8 @@ from prefect import flow  # noqa: E402
 @flow(name="rlvr-lifecycle-scheduled")
 def scheduled_lifecycle(config: dict | None = None) -> dict:
     """Entry point of the deployment: one lifecycle run with a fresh run id."""
-    from gymflow.flows.lifecycle import lifecycle
-
     from gymflow.core.ids import new_run_id
+    from gymflow.flows.lifecycle import lifecycle
     from gymflow.lifecycle.config import LifecycleConfig
     from gymflow.lifecycle.run_context import open_run
 

@@ -7,8 +7,9 @@ same ``out`` (or ``run_id``) resumes the collection instead of starting over, an
 
 from __future__ import annotations
 
-from gymflow.tasks.collect import collect_rollouts
 from prefect import flow
+
+from gymflow.tasks.collect import collect_rollouts
 
 
 @flow(name="collect-rollouts")

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import time
 
+from prefect import flow
+
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.summary import build_summary, write_summary
 from gymflow.tasks.evaluate import baseline_eval
 from gymflow.tasks.gate import heldout_gate
 from gymflow.tasks.generate import generate_tasks
@@ -11,11 +16,6 @@ from gymflow.tasks.policy import resolve_policy
 from gymflow.tasks.profile import profile_verifier_stage
 from gymflow.tasks.promote import promote
 from gymflow.tasks.train import grpo_stage, sft_control_stage, sft_stage
-from prefect import flow
-
-from gymflow.lifecycle.config import LifecycleConfig
-from gymflow.lifecycle.run_context import RunContext
-from gymflow.lifecycle.summary import build_summary, write_summary
 from gymflow.train import twin_clock
 
 

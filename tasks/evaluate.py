@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import polars as pl
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
 from gymflow.data.schemas import EVAL_ROWS, write_table
@@ -17,6 +16,7 @@ from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import Lineage
+from gymflow.tasks.options import STAGE_OPTIONS
 
 
 def evaluate_split(

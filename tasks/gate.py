@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import polars as pl
-from gymflow.tasks.evaluate import evaluate_split
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
 from gymflow.eval.gate import decide
 from gymflow.eval.stats import paired_delta
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.tasks.evaluate import evaluate_split
+from gymflow.tasks.options import STAGE_OPTIONS
 
 
 def _paired(a_rows: str, b_rows: str) -> dict:

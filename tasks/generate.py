@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
 from gymflow.data.task_set import build_tasks
@@ -12,6 +11,7 @@ from gymflow.data.task_table import dataset_hash, tasks_frame, write_tasks
 from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="generate_tasks", **STAGE_OPTIONS)

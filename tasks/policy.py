@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
 from gymflow.env.registry import get_env
@@ -12,6 +11,7 @@ from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.policy.tiny_model import ensure_tiny_model, tokenizer_corpus
+from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="resolve_policy", **STAGE_OPTIONS)

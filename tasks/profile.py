@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 from prefect.artifacts import create_table_artifact
 
@@ -14,6 +13,7 @@ from gymflow.eval.evaluation import sample_texts
 from gymflow.eval.profiling import profile_verifier
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="profile_verifier", **STAGE_OPTIONS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
 from gymflow.lifecycle.config import LifecycleConfig
@@ -15,6 +14,7 @@ from gymflow.lifecycle.model_registry import (
     registered_name,
 )
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="promote", **STAGE_OPTIONS)

@@ -14,7 +14,6 @@ import contextlib
 import random
 from pathlib import Path
 
-from gymflow.tasks.options import STAGE_OPTIONS
 from prefect import task
 
 from gymflow.data.task_table import read_tasks
@@ -25,6 +24,7 @@ from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
+from gymflow.tasks.options import STAGE_OPTIONS
 from gymflow.train import twin_clock
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gymflow.cli.main import app
 from typer.testing import CliRunner
+
+from gymflow.cli.main import app
 
 runner = CliRunner()
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 from asgi_faults import refusing_seed
-from gymflow.cli.main import app
-from gymflow.environments.counter import CounterEnvironment
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.tool_calls import CALL_CLOSE, CALL_OPEN
 from gymflow.data.nemo_gym import read_rollout_rows
@@ -23,6 +22,7 @@ from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter import CounterEnvironment
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.policy.spec import load_policy
 from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, collect_rollouts, plan_collection
@@ -187,7 +187,6 @@ def test_parts_written_before_attempts_count_as_attempt_zero(tmp_path, tasks):
 def test_the_flow_takes_every_option_of_the_collection():
     """``flows/collect.py`` passes its parameters through by name: they must match."""
     from gymflow.flows.collect import collect
-
     from gymflow.rollout.collection import run_collect
 
     flow_params = set(inspect.signature(collect.fn).parameters)

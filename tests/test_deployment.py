@@ -6,9 +6,10 @@ import asyncio
 
 
 def test_deployment_registers_its_cron_schedule(prefect_engine):
-    from gymflow.deployments.lifecycle import scheduled_lifecycle
     from prefect.client.orchestration import get_client
     from prefect.runner import Runner
+
+    from gymflow.deployments.lifecycle import scheduled_lifecycle
 
     async def register():
         runner = Runner()

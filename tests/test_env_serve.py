@@ -13,8 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gymflow.environments.counter.environment import CounterEnvironment
-from gymflow.environments.tool_call import ToolCallEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.scoring import Score
@@ -22,6 +20,8 @@ from gymflow.core.trajectory import assistant_items
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter.environment import CounterEnvironment
+from gymflow.environments.tool_call import ToolCallEnvironment
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling

@@ -15,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gymflow.environments.counter.environment import CounterEnvironment
 from pydantic import ValidationError
 
 from gymflow.core.scoring import Score
 from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.train.grpo import GRPOSettings, LoraSettings, RolloutSource, run_grpo
 

@@ -35,7 +35,6 @@ def finished_run(gym_home, prefect_engine, tmp_path_factory):
     import os
 
     from gymflow.flows.lifecycle import lifecycle
-
     from gymflow.lifecycle.tracking import parent_run_id
 
     run_id = "e2e-smoke"
@@ -170,9 +169,8 @@ def test_summary_and_registry_agree_with_gate(finished_run):
 
 
 def test_promote_moves_champion_only_when_gate_passes(finished_run):
-    from gymflow.tasks.promote import promote
-
     from gymflow.lifecycle.model_registry import champion_version
+    from gymflow.tasks.promote import promote
 
     ctx, cfg, summary, _ = finished_run
     policy = {"path": str(Path(ctx.run_dir) / "grpo" / "final")}
@@ -199,8 +197,9 @@ def test_promote_moves_champion_only_when_gate_passes(finished_run):
 @pytest.mark.parametrize("where", ["run", "rollouts", "heldout-eval"])
 def test_rollouts_export_reads_a_lifecycle_run(finished_run, tmp_path, fmt, where):
     """What the product trains on and evaluates with, ``gymflow rollouts export`` exports."""
-    from gymflow.cli.main import app
     from typer.testing import CliRunner
+
+    from gymflow.cli.main import app
 
     ctx, _, _, _ = finished_run
     run_dir = Path(ctx.run_dir)

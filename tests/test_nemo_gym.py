@@ -13,15 +13,15 @@ import re
 from pathlib import Path
 
 import pytest
-from gymflow.cli.main import app
-from gymflow.environments.counter import CounterEnvironment
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app
 from gymflow.core.jsonl import InputFileError
 from gymflow.data.nemo_gym import parse_rollout_row, read_rollout_rows
 from gymflow.data.task_files import load_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter import CounterEnvironment
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling

@@ -14,7 +14,6 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from gymflow.environments.counter.environment import CounterEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.tool_calls import render_call
@@ -22,6 +21,7 @@ from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.eval.evaluation import evaluate_policy
 from gymflow.policy.base import ChatTurn
 from gymflow.policy.openai_backend import OpenAIChatPolicy

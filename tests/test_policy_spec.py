@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gymflow.cli.main import app as cli
-from gymflow.environments.counter.environment import CounterEnvironment
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app as cli
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.policy.openai_backend import OpenAIChatPolicy
 from gymflow.policy.spec import PolicySpec, api_key, load_policy, parse_spec
 from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from gymflow.environments.tool_call import ToolCallEnvironment
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -24,6 +23,7 @@ from gymflow.env.environment import Environment, TaskDraft
 from gymflow.env.loopback import LoopbackServer
 from gymflow.env.resources_server import build_app
 from gymflow.env.sessions import RequestError, Session, SessionStore
+from gymflow.environments.tool_call import ToolCallEnvironment
 
 ENV = ToolCallEnvironment()
 TASKS = build_tasks(ENV, 30, 11, 0.0, 0.0)

@@ -12,8 +12,6 @@ import socket
 import polars as pl
 import pytest
 from asgi_faults import refusing_seed
-from gymflow.environments.counter import CounterEnvironment
-from gymflow.environments.tool_call import ToolCallEnvironment
 
 from gymflow.core import folder_lock
 from gymflow.core.failures import FailureKind, GymflowError
@@ -23,6 +21,8 @@ from gymflow.data.schemas import collected_rollouts, validate
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter import CounterEnvironment
+from gymflow.environments.tool_call import ToolCallEnvironment
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.policy.spec import load_policy
 from gymflow.rollout.engine import (

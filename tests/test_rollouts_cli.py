@@ -13,11 +13,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from gymflow.cli.main import app
-from gymflow.environments.counter import CounterEnvironment
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app
 from gymflow.data.task_set import build_tasks
+from gymflow.environments.counter import CounterEnvironment
 from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, plan_collection
 from gymflow.rollout.store import read_parts
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from gymflow.environments.tool_call import ToolCallEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.data.schemas import EVAL_ROWS, ROLLOUTS, TASKS, read_table, validate, write_table
 from gymflow.data.task_set import build_tasks
+from gymflow.environments.tool_call import ToolCallEnvironment
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ import gc
 import sys
 import time
 
-from gymflow.environments.counter.environment import CounterEnvironment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter.environment import CounterEnvironment
 
 N = 10_000
 ENV = CounterEnvironment()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
-from gymflow.environments.tool_call.tools import TOOLS, create_event, get_weather, set_timer
 
 from gymflow.env.tool_schema import tool_spec
+from gymflow.environments.tool_call.tools import TOOLS, create_event, get_weather, set_timer
 
 
 def book_flight(

@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from gymflow.cli.main import app
-from gymflow.environments.tool_call import ToolCallEnvironment
 from typer.testing import CliRunner
 
+from gymflow.cli.main import app
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.jsonl import InputFileError
 from gymflow.core.task_record import Task
 from gymflow.data.task_files import importers, load_tasks
+from gymflow.environments.tool_call import ToolCallEnvironment
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[1] / "environments/tool_call/examples/tasks.jsonl"

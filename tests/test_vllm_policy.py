@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from gymflow.environments.counter.environment import CounterEnvironment
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.data.task_set import build_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
+from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.policy.spec import load_policy
 from gymflow.policy.tiny_model import (
     TinyModelConfig,

@@ -112,10 +112,9 @@ HAS_GPU = importlib.util.find_spec("vllm") is not None and torch.cuda.is_availab
 @pytest.mark.skipif(not HAS_GPU, reason="needs vLLM (pip install 'gymflow[gpu]') and a CUDA GPU")
 def test_grpo_steps_with_colocated_vllm(micro_tool_call_model, tmp_path):
     """Where a GPU is lent: two real GRPO steps, rollouts sampled by TRL's colocated vLLM."""
-    from gymflow.environments.counter.environment import CounterEnvironment
-
     from gymflow.data.task_set import build_tasks
     from gymflow.env.resources_server import build_app
+    from gymflow.environments.counter.environment import CounterEnvironment
     from gymflow.train.grpo import RolloutSource, run_grpo
 
     env = CounterEnvironment()

@@ -219,7 +219,7 @@ def build_app(
         authorize(request)
         return _json(env.tool_schemas)
 
-    @app.post("/seed_session")
+    @app.post("/seed_session", openapi_extra=_body_schema(SeedRequest))
     async def seed_session(request: Request) -> Response:
         req, size = await body(request, SeedRequest)
         task = req.task
@@ -253,7 +253,8 @@ def build_app(
         store.add(session_id, Session(task, state, time.monotonic() + ttl_s, weight=size))
         return _json({"session_id": session_id, "prompt": task.prompt, "tools": task.tools})
 
-    @app.post("/tools/{name:path}")  # any name the model made up reaches the handler
+    # any name the model made up reaches the handler
+    @app.post("/tools/{name:path}", openapi_extra=_body_schema(ToolRequest))
     async def call_tool(name: str, request: Request) -> Response:
         req, _ = await body(request, ToolRequest)
         session = session_of(req.session_id)
@@ -278,7 +279,7 @@ def build_app(
             return _json(_tool_error(FailureKind.TOOL_ERROR, f"{type(exc).__name__}: {exc}"))
         return _json({"output": output, "error": None})
 
-    @app.post("/verify")
+    @app.post("/verify", openapi_extra=_body_schema(VerifyRequest))
     async def verify(request: Request) -> Response:
         req, _ = await body(request, VerifyRequest)
         session = session_of(req.session_id)
@@ -303,11 +304,12 @@ def build_app(
             store.close(req.session_id)
         return _json(score)
 
-    @app.post("/close_session")
+    @app.post("/close_session", openapi_extra=_body_schema(CloseRequest))
     async def close_session(request: Request) -> Response:
         req, _ = await body(request, CloseRequest)
         return _json({"closed": store.close(req.session_id)})
 
+    _openapi_with_bodies(app, [SeedRequest, ToolRequest, VerifyRequest, CloseRequest])
     return app
 
 
@@ -341,6 +343,37 @@ class _ErrorShape:
             }
             response = _json({"error": error}, 500)
             await response(scope, receive, send)
+
+
+def _body_schema(model: type[BaseModel]) -> dict:
+    """The OpenAPI request body of a route that reads its body itself (see ``body``), so the
+    schema documents it and schema-driven fuzzers (schemathesis) generate bodies for it.
+    Nested models are referenced from ``components/schemas`` (:func:`_openapi_with_bodies`)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
+
+
+def _openapi_with_bodies(app: FastAPI, models: list[type[BaseModel]]) -> None:
+    """FastAPI's schema plus the nested models the request bodies refer to."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in models:
+                nested = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(nested.get("$defs", {}))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def _json(content: Any, status: int = 200) -> Response:
