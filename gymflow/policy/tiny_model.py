@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from gymflow.data.task_set import build_tasks
 from gymflow.env.environment import Environment
@@ -28,19 +28,33 @@ BUILDER_VERSION = 1
 class TinyModelConfig(BaseModel):
     """Shape of the embedded model and its tokenizer."""
 
-    hidden_size: int = Field(192, description="Width of the residual stream.")
-    num_layers: int = Field(4, description="Transformer blocks.")
-    num_heads: int = Field(4, description="Attention heads (key/value heads equal).")
-    intermediate_size: int = Field(576, description="MLP width.")
-    max_positions: int = Field(384, description="Longest sequence (prompt + completion).")
-    vocab_size: int = Field(1024, description="BPE vocabulary target, special tokens included.")
-    corpus_size: int = Field(6000, description="Conversations rendered to train the tokenizer.")
+    model_config = {"extra": "forbid"}
+
+    hidden_size: int = Field(192, ge=8, description="Width of the residual stream.")
+    num_layers: int = Field(4, ge=1, description="Transformer blocks.")
+    num_heads: int = Field(4, ge=1, description="Attention heads (key/value heads equal).")
+    intermediate_size: int = Field(576, ge=1, description="MLP width.")
+    max_positions: int = Field(384, ge=16, description="Longest sequence (prompt + completion).")
+    vocab_size: int = Field(
+        1024, ge=300, description="BPE vocabulary target, special tokens included."
+    )
+    corpus_size: int = Field(
+        6000, ge=10, description="Conversations rendered to train the tokenizer."
+    )
     isolate_whitespace: bool = Field(
         False,
         description="Split whitespace off as its own token (see build_tokenizer); off by default: "
         "over 3 seeds it gave smaller GRPO gains in the 10-minute budget (docs/tuning.md).",
     )
     seed: int = Field(0, description="Seed for the corpus and the weight init.")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> TinyModelConfig:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} must be a multiple of num_heads {self.num_heads}"
+            )
+        return self
 
     def cache_key(self, env_name: str) -> str:
         blob = json.dumps([BUILDER_VERSION, env_name, self.model_dump()], sort_keys=True)

@@ -36,7 +36,7 @@ from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.driver import run_window, training_batch
-from gymflow.rollout.episode import Episode, Sampling
+from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS, Episode, Sampling
 from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
 
@@ -71,10 +71,12 @@ class LoraSettings(BaseModel):
 class GRPOSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
-    max_steps: int = Field(150, description="Optimizer steps.")
-    prompts_per_step: int = Field(4, description="Distinct tasks per step (B).")
-    num_generations: int = Field(8, description="Completions per task (G, the group size).")
-    learning_rate: float = Field(1e-4, description="Constant learning rate.")
+    max_steps: int = Field(150, ge=1, description="Optimizer steps.")
+    prompts_per_step: int = Field(4, ge=1, description="Distinct tasks per step (B).")
+    num_generations: int = Field(
+        8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
+    )
+    learning_rate: float = Field(1e-4, gt=0.0, le=1.0, description="Constant learning rate.")
     beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
     loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
     importance_sampling_level: Literal["token", "sequence"] = Field(
@@ -84,15 +86,18 @@ class GRPOSettings(BaseModel):
         "group", description='Advantage scaling; Dr. GRPO uses "none".'
     )
     lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
-    epsilon_high: float = Field(0.28, description="Upper clip (DAPO clip-higher).")
+    epsilon_high: float = Field(0.28, gt=0.0, description="Upper clip (DAPO clip-higher).")
     temperature: float = Field(
-        0.7, description="Rollout sampling temperature (TRL scales the loss's logits to match)."
+        0.7,
+        gt=0.0,
+        le=5.0,
+        description="Rollout sampling temperature (TRL scales the loss's logits to match).",
     )
-    max_new_tokens: int = Field(48, description="Tokens per model turn.")
+    max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, description="Tokens per model turn.")
     dynamic_sampling: bool = Field(
         True, description="Replace zero-variance groups with fresh ones."
     )
-    max_resample_rounds: int = Field(2, description="Replacement rounds per batch at most.")
+    max_resample_rounds: int = Field(2, ge=0, description="Replacement rounds per batch at most.")
     vllm: Literal["off", "colocate", "server"] = Field(
         "off",
         description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
@@ -103,9 +108,9 @@ class GRPOSettings(BaseModel):
     vllm_gpu_memory_utilization: float = Field(
         0.3, gt=0.0, le=1.0, description='"colocate" mode: the GPU share vLLM may take.'
     )
-    save_every: int = Field(20, description="Checkpoint every N steps (resume point).")
+    save_every: int = Field(20, ge=1, description="Checkpoint every N steps (resume point).")
     time_budget_s: float | None = Field(
-        340.0, description="Stop after this much training wall time."
+        340.0, gt=0.0, description="Stop after this much training wall time (None: no limit)."
     )
     seed: int = Field(0, description="Trainer and sampling seed.")
 

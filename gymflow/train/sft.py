@@ -24,13 +24,18 @@ SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
 
 
 class SFTSettings(BaseModel):
-    max_steps: int = Field(400, description="Optimizer steps at most.")
-    batch_size: int = Field(32, description="Demonstrations per step.")
-    learning_rate: float = Field(1e-3, description="Peak learning rate (constant after warm-up).")
-    warmup_steps: int = Field(20, description="Linear warm-up steps.")
-    eval_every: int = Field(25, description="Steps between sampled-success evaluations.")
+    model_config = {"extra": "forbid"}
+
+    max_steps: int = Field(400, ge=1, description="Optimizer steps at most.")
+    batch_size: int = Field(32, ge=1, description="Demonstrations per step.")
+    learning_rate: float = Field(
+        1e-3, gt=0.0, le=1.0, description="Peak learning rate (constant after warm-up)."
+    )
+    warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")
+    eval_every: int = Field(25, ge=1, description="Steps between sampled-success evaluations.")
     target_sampled_success: float = Field(
         0.3,
+        ge=0.0,
         description="Stop once validation success sampled at GRPO's temperature reaches this "
         "(>1 = never): GRPO needs a start that succeeds on sampled rollouts some of the time, "
         "and gains most from one that succeeds only some of the time (docs/tuning.md).",
