@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from gymflow.rollout.collection import CollectOptions  # light: the flags are its fields
+
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="The RLVR lifecycle for LLM agents."
 )
@@ -225,29 +227,36 @@ def policy_serve(
     )
 
 
+def _collect_flag(field: str) -> str:
+    return {"fmt": "--format"}.get(field, "--" + field.replace("_", "-"))
+
+
+def _collect_option(field: str, *flags: str) -> typer.models.OptionInfo:
+    """The flag of one ``CollectOptions`` field: its default and help come from the model."""
+    info = CollectOptions.model_fields[field]
+    default = ... if info.is_required() else info.default
+    return typer.Option(default, *flags, help=info.description)
+
+
 @rollouts_app.command("collect")
 def rollouts_collect(
-    env: str = typer.Option(..., help="Environment to collect in."),
-    tasks: Path = typer.Option(..., help="Tasks, JSONL (see --format)."),
-    fmt: str = typer.Option("gymflow", "--format", help="Task format (as for gymflow verify)."),
-    policy: str = typer.Option(
-        ..., help="transformers:PATH, vllm:PATH, openai:URL?model=M, or scripted:ENV (gold)."
-    ),
-    out: Path = typer.Option(..., help="Folder: rollouts/part-*.parquet, tasks, collect.json."),
-    num_repeats: int = typer.Option(4, min=1, help="G: samples per task."),
-    concurrency: int = typer.Option(32, min=1, help="Episodes live at once (rows per part)."),
-    run_id: str = typer.Option(None, help="Resume this run (default: the one in OUT, or new)."),
-    env_url: str = typer.Option(None, help="A running `gymflow env serve` (default: in-process)."),
-    iteration: int = typer.Option(0, min=0),
-    policy_version: int = typer.Option(0, min=0),
-    seed: int = typer.Option(0),
-    temperature: float = typer.Option(1.0),
-    max_new_tokens: int = typer.Option(48, min=1, help="Tokens per model turn."),
-    max_completion_tokens: int = typer.Option(256, min=1, help="Tokens per episode."),
-    progress: bool = typer.Option(None, help="Progress bar (default: when stderr is a terminal)."),
-    retry_failed: bool = typer.Option(
-        False, "--retry-failed", help="Also re-run this run's rollouts that got no reward."
-    ),
+    env: str = _collect_option("env"),
+    tasks: Path = _collect_option("tasks"),
+    fmt: str = _collect_option("fmt", _collect_flag("fmt")),
+    policy: str = _collect_option("policy"),
+    out: Path = _collect_option("out"),
+    num_repeats: int = _collect_option("num_repeats"),
+    concurrency: int = _collect_option("concurrency"),
+    run_id: str = _collect_option("run_id"),
+    env_url: str = _collect_option("env_url"),
+    iteration: int = _collect_option("iteration"),
+    policy_version: int = _collect_option("policy_version"),
+    seed: int = _collect_option("seed"),
+    temperature: float = _collect_option("temperature"),
+    max_new_tokens: int = _collect_option("max_new_tokens"),
+    max_completion_tokens: int = _collect_option("max_completion_tokens"),
+    progress: bool = _collect_option("progress"),
+    retry_failed: bool = _collect_option("retry_failed", "--retry-failed"),
 ) -> None:
     """Collect G rollouts per task into Parquet; re-running resumes without loss or duplicates.
 
@@ -255,12 +264,40 @@ def rollouts_collect(
     not scored mistakes) are run again: a new row per rollout (attempt + 1), old rows kept for
     audit; readers and exports see the latest attempt.
     """
-    options = dict(locals())  # every option above, by name
+    from pydantic import ValidationError
+
     from gymflow.core.failures import GymflowError
     from gymflow.rollout.collection import run_collect
 
     try:
-        report = run_collect(**options)
+        options = CollectOptions(
+            env=env,
+            tasks=tasks,
+            fmt=fmt,
+            policy=policy,
+            out=out,
+            num_repeats=num_repeats,
+            concurrency=concurrency,
+            run_id=run_id,
+            env_url=env_url,
+            iteration=iteration,
+            policy_version=policy_version,
+            seed=seed,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            max_completion_tokens=max_completion_tokens,
+            progress=progress,
+            retry_failed=retry_failed,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_collect_flag(str(e['loc'][0]))}: {e['msg']} (got {e['input']!r})"
+            for e in exc.errors()
+        )
+        typer.echo(f"error: {problems}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        report = run_collect(options)
     except GymflowError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from prefect import task
 
-from gymflow.rollout.collection import run_collect
+from gymflow.rollout.collection import CollectOptions, run_collect
 
 
 @task(name="collect_rollouts", retries=2, retry_delay_seconds=5)
-def collect_rollouts(options: dict) -> dict:
-    """``options``: the keyword arguments of :func:`gymflow.rollout.collection.run_collect`."""
-    return run_collect(**options).as_dict()
+def collect_rollouts(options: CollectOptions) -> dict:
+    """The collection's report (:class:`gymflow.rollout.engine.CollectReport`) as a dict."""
+    return run_collect(options).as_dict()

@@ -11,11 +11,12 @@ from gymflow.data.task_table import dataset_hash, tasks_frame, write_tasks
 from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.lifecycle.stage_results import TaskData
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="generate_tasks", **STAGE_OPTIONS)
-def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> dict:
+def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
     import mlflow
 
     with stage(run, "generate_tasks") as info:
@@ -34,10 +35,10 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> dict:
         mlflow.log_params({"env": cfg.env, "env_version": env.version, "n_drafts": cfg.n_tasks})
         mlflow.log_metrics({f"tasks_{k}": v for k, v in counts.items()})
         mlflow.log_artifacts(str(out), artifact_path="data")
-    return {
-        "paths": paths,
-        "counts": dict(counts),
-        "dataset_hash": dataset_hash(tasks),
-        "env_version": env.version,
-        **info,
-    }
+    return TaskData(
+        paths=paths,
+        counts=dict(counts),
+        dataset_hash=dataset_hash(tasks),
+        env_version=env.version,
+        stage=info,
+    )

@@ -10,12 +10,13 @@ from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.lifecycle.stage_results import ResolvedPolicy
 from gymflow.policy.tiny_model import ensure_tiny_model, tokenizer_corpus
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="resolve_policy", **STAGE_OPTIONS)
-def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> dict:
+def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> ResolvedPolicy:
     """The current policy: ``cfg.model_path`` if set, else the champion, else a fresh tiny model."""
     import mlflow
 
@@ -37,4 +38,4 @@ def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> dict:
             )
             source = "embedded tiny model (random init)"
         mlflow.log_params({"policy_source": source, "policy_path": str(path)})
-    return {"path": str(path), "source": source, "champion_version": version, **info}
+    return ResolvedPolicy(path=str(path), source=source, champion_version=version, stage=info)

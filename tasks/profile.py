@@ -13,18 +13,21 @@ from gymflow.eval.evaluation import sample_texts
 from gymflow.eval.profiling import profile_verifier
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.lifecycle.stage_results import Checkpoint, TaskData, VerifierProfile
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="profile_verifier", **STAGE_OPTIONS)
-def profile_verifier_stage(run: RunContext, cfg: LifecycleConfig, data: dict, policy: dict) -> dict:
+def profile_verifier_stage(
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, policy: Checkpoint
+) -> VerifierProfile:
     """Raises (stopping the flow) if the verifier is non-deterministic or rewards a probe."""
     import mlflow
 
     with stage(run, "profile_verifier") as info:
         env = get_env(cfg.env)
-        tasks = read_tasks(data["paths"]["val"])[: max(8, cfg.profile_samples // 4)]
-        texts = sample_texts(env, policy["path"], tasks, cfg.max_new_tokens, seed=cfg.seed)
+        tasks = read_tasks(data.paths["val"])[: max(8, cfg.profile_samples // 4)]
+        texts = sample_texts(env, policy.path, tasks, cfg.max_new_tokens, seed=cfg.seed)
         report = profile_verifier(env, tasks, texts, cfg.profile_samples, cfg.seed)
         path = run.dir / "reports" / "verifier_profile.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,7 +45,9 @@ def profile_verifier_stage(run: RunContext, cfg: LifecycleConfig, data: dict, po
             ],
             description="Verifier profile: every sample scored twice (see MLflow for the full report).",
         )
-    return {"n": report["n"], "by_source": report["by_source"], "report": str(path), **info}
+    return VerifierProfile(
+        n=report["n"], by_source=report["by_source"], report=str(path), stage=info
+    )
 
 
 def _plot(report: dict, path):

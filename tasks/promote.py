@@ -14,27 +14,31 @@ from gymflow.lifecycle.model_registry import (
     registered_name,
 )
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.lifecycle.stage_results import Checkpoint, GateReport, Registration
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="promote", **STAGE_OPTIONS)
-def promote(run: RunContext, cfg: LifecycleConfig, candidate: dict, gate: dict) -> dict:
+def promote(
+    run: RunContext, cfg: LifecycleConfig, candidate: Checkpoint, gate: GateReport
+) -> Registration:
     with stage(run, "promote") as info:
         name = registered_name(cfg.env)
+        passed = gate.gate.passed
         tags = {
             "gymflow.run_id": run.run_id,
-            "gate_passed": str(gate["passed"]),
-            "gate_reason": gate["reason"],
-            "heldout_delta_success": f"{gate.get('delta_success', '')}",
+            "gate_passed": str(passed),
+            "gate_reason": gate.gate.reason,
+            "heldout_delta_success": f"{gate.delta_success}",
         }
-        version = register_candidate(Path(candidate["path"]), name, tags)
+        version = register_candidate(Path(candidate.path), name, tags)
         previous = champion_version(name)
-        if gate["passed"]:
+        if passed:
             move_champion(name, version)
-    return {
-        "model": name,
-        "version": version,
-        "champion_alias_moved": bool(gate["passed"]),
-        "previous_champion": previous,
-        **info,
-    }
+    return Registration(
+        model=name,
+        version=version,
+        champion_alias_moved=passed,
+        previous_champion=previous,
+        stage=info,
+    )

@@ -5,7 +5,8 @@ answers; GRPO's pool is every other train task and sees only the verifier, never
 ``sft_control`` spends GRPO's measured wall time on more SFT over the same demonstrations, so
 the gain of RL is measured against the cheap alternative too; with ``control_beside_grpo`` it
 runs at the same time as GRPO in a spawned process, one CPU thread each
-(:mod:`gymflow.train.twin_clock`).
+(:mod:`gymflow.train.twin_clock`). :func:`train_grpo_with_control` is what the flow calls: GRPO
+and, when SFT ran, its control, whichever way the control runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from gymflow.env.resources_server import build_app
 from gymflow.eval.evaluation import evaluate_policy
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.lifecycle.stage_results import (
+    Checkpoint,
+    GRPOResult,
+    SFTControlResult,
+    SFTResult,
+    TaskData,
+)
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
@@ -30,8 +38,8 @@ from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
 
 
-def split_train(cfg: LifecycleConfig, data: dict):
-    train = read_tasks(data["paths"]["train"])
+def split_train(cfg: LifecycleConfig, data: TaskData):
+    train = read_tasks(data.paths["train"])
     random.Random(cfg.seed).shuffle(train)
     return train[: cfg.demos], train[cfg.demos :]
 
@@ -39,7 +47,7 @@ def split_train(cfg: LifecycleConfig, data: dict):
 def _sft(
     run: RunContext,
     cfg: LifecycleConfig,
-    data: dict,
+    data: TaskData,
     start: str,
     out: Path,
     budget_s: float | None,
@@ -51,7 +59,7 @@ def _sft(
     env = get_env(cfg.env)
     app = build_app(env)
     demos_t, _ = split_train(cfg, data)
-    val = read_tasks(data["paths"]["val"])[: cfg.val_eval_n]
+    val = read_tasks(data.paths["val"])[: cfg.val_eval_n]
     demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demos_t)
 
     def sampled_success(model, tokenizer) -> float:
@@ -73,16 +81,51 @@ def _sft(
 
 
 @task(name="sft", **STAGE_OPTIONS)
-def sft_stage(run: RunContext, cfg: LifecycleConfig, data: dict, policy: dict) -> dict:
+def sft_stage(
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, policy: Checkpoint
+) -> SFTResult:
     with stage(run, "sft") as info:
-        result = _sft(run, cfg, data, policy["path"], run.dir / "sft", None)
-    return {**result, "demos": cfg.demos, **info}
+        result = _sft(run, cfg, data, policy.path, run.dir / "sft", None)
+    return SFTResult(
+        path=result["path"],
+        steps=result["steps"],
+        history=result["history"],
+        demos=cfg.demos,
+        stage=info,
+    )
+
+
+def train_grpo_with_control(
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, start: Checkpoint, sft_ran: bool
+) -> tuple[GRPOResult, SFTControlResult | None]:
+    """GRPO from ``start`` and, when SFT ran and ``cfg.sft_control``, the SFT control.
+
+    With ``cfg.control_beside_grpo`` the control runs beside GRPO (a spawned process, half the
+    torch threads each, stopping at GRPO's training wall time); otherwise after it, with that
+    wall time as its budget. Either way it is the one ``sft_control`` stage.
+    """
+    if not (cfg.sft_control and sft_ran):
+        return grpo_stage(run, cfg, data, start), None
+    if not cfg.control_beside_grpo:
+        candidate = grpo_stage(run, cfg, data, start)
+        return candidate, sft_control_stage(run, cfg, data, start, candidate.train_wall_s)
+    import torch
+
+    threads = max(1, torch.get_num_threads() // 2)
+    twin_clock.forget_failure(run.dir / "grpo")  # a failed earlier attempt must not stop it
+    beside = sft_control_stage.submit(run, cfg, data, start, None, threads)
+    candidate = grpo_stage(run, cfg, data, start, threads)
+    return candidate, beside.result()
 
 
 @task(name="grpo", **STAGE_OPTIONS)
 def grpo_stage(
-    run: RunContext, cfg: LifecycleConfig, data: dict, start: dict, threads: int | None = None
-) -> dict:
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: TaskData,
+    start: Checkpoint,
+    threads: int | None = None,
+) -> GRPOResult:
     """GRPO from ``start``; ``threads`` caps torch's CPU threads (the control runs beside it)."""
     import mlflow
     import torch
@@ -107,40 +150,40 @@ def grpo_stage(
             )
 
         settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
-        lineage = Lineage(
-            run.run_id, 0, 0, "grpo", env.name, data["env_version"], data["dataset_hash"]
-        )
+        lineage = Lineage(run.run_id, 0, 0, "grpo", env.name, data.env_version, data.dataset_hash)
         source = RolloutSource(
             env, build_app(env), pool, settings, run.dir, lineage, on_batch=log_batch
         )
-        result = run_grpo(Path(start["path"]), folder, source, settings)
+        result = run_grpo(Path(start.path), folder, source, settings)
         twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}
         )
         mlflow.log_artifacts(str(rollout_dir), artifact_path="rollouts")
         mlflow.log_artifacts(result["path"], artifact_path="policy")
-        result.pop("log_history")
-    return {
-        **result,
-        "threads": threads_used,
-        "train_wall_s": result["wall_s"],  # the trainer's own; "wall_s" below is the stage's
-        "rollout_dir": str(rollout_dir),
-        "pool": len(pool),
-        "start": start["path"],
-        **info,
-    }
+    return GRPOResult(
+        path=result["path"],
+        steps=result["steps"],
+        train_wall_s=result["wall_s"],
+        resumed_from=result["resumed_from"],
+        dynamic_sampling=result["dynamic_sampling"],
+        threads=threads_used,
+        rollout_dir=str(rollout_dir),
+        pool=len(pool),
+        start=start.path,
+        stage=info,
+    )
 
 
 @task(name="sft_control", **STAGE_OPTIONS)
 def sft_control_stage(
     run: RunContext,
     cfg: LifecycleConfig,
-    data: dict,
-    start: dict,
+    data: TaskData,
+    start: Checkpoint,
     budget_s: float | None,
     threads: int = 1,
-) -> dict:
+) -> SFTControlResult:
     """More SFT from GRPO's start, on the same demonstrations, for GRPO's wall time.
 
     ``budget_s=None``: beside GRPO, in a spawned process with ``threads`` torch threads (as
@@ -148,18 +191,23 @@ def sft_control_stage(
     """
     with stage(run, "sft_control") as info:
         if budget_s is not None:
-            result = _sft(run, cfg, data, start["path"], run.dir / "sft_control", budget_s)
+            result = _sft(run, cfg, data, start.path, run.dir / "sft_control", budget_s)
         else:
-            result = _control_beside_grpo(run, cfg, data, start["path"], threads)
+            result = _control_beside_grpo(run, cfg, data, start.path, threads)
             _log_history(result["history"])
     beside = budget_s is None
-    if beside:
-        budget_s = result.pop("grpo_wall_s")
-    return {**result, "budget_s": budget_s, "beside_grpo": beside, **info}
+    return SFTControlResult(
+        path=result["path"],
+        steps=result["steps"],
+        history=result["history"],
+        budget_s=result["grpo_wall_s"] if beside else budget_s,
+        beside_grpo=beside,
+        stage=info,
+    )
 
 
 def _control_beside_grpo(
-    run: RunContext, cfg: LifecycleConfig, data: dict, start: str, threads: int
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, start: str, threads: int
 ) -> dict:
     import multiprocessing
     import os
@@ -172,7 +220,12 @@ def _control_beside_grpo(
 
 
 def _control_child(
-    run: RunContext, cfg: LifecycleConfig, data: dict, start: str, threads: int, parent_pid: int
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: TaskData,
+    start: str,
+    threads: int,
+    parent_pid: int,
 ) -> dict:
     """In the spawned process: GRPO's thread count, stop at GRPO's wall time (its marker)."""
     import torch

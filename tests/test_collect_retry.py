@@ -184,12 +184,19 @@ def test_parts_written_before_attempts_count_as_attempt_zero(tmp_path, tasks):
     assert df["reward"].to_list() == [1.0] * len(tasks) and sorted(df["attempt"]) == [0, 0, 1]
 
 
-def test_the_flow_takes_every_option_of_the_collection():
-    """``flows/collect.py`` passes its parameters through by name: they must match."""
+def test_one_options_model_for_the_flow_and_the_command():
+    """The flow's parameter is ``CollectOptions``; the command has one flag per field, whose
+    default and help are the field's."""
+    from gymflow.cli.main import rollouts_collect
     from gymflow.flows.collect import collect
-    from gymflow.rollout.collection import run_collect
+    from gymflow.rollout.collection import CollectOptions
 
-    flow_params = set(inspect.signature(collect.fn).parameters)
-    assert flow_params == set(inspect.signature(run_collect).parameters) - {"progress"}
-    assert "retry_failed" in flow_params
+    (param,) = inspect.signature(collect.fn).parameters.values()
+    assert param.annotation in (CollectOptions, "CollectOptions")
+    flags = inspect.signature(rollouts_collect).parameters
+    assert set(flags) == set(CollectOptions.model_fields)
+    for name, field in CollectOptions.model_fields.items():
+        option = flags[name].default
+        assert option.help == field.description and field.description
+        assert option.default == (... if field.is_required() else field.default)
     assert Path(inspect.getsourcefile(collect.fn)).name == "collect.py"

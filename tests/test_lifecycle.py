@@ -15,8 +15,10 @@ import pytest
 
 from gymflow.core.failures import GymflowError
 from gymflow.data.schemas import EVAL_ROWS, TASKS, read_table
+from gymflow.eval.gate import GateResult
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.stage_results import Checkpoint, GateReport
 from gymflow.rollout.store import read_rollouts
 
 STAGES_BEFORE_GATE = [
@@ -168,29 +170,27 @@ def test_summary_and_registry_agree_with_gate(finished_run):
     assert (champion_version(reg["model"]) == reg["version"]) == summary["gate"]["passed"]
 
 
+def _gate(passed: bool, delta: float) -> GateReport:
+    decision = GateResult(passed=passed, reason="test")
+    return GateReport(
+        n=1, baseline={}, candidate={}, delta_success=delta, ci95=[delta, delta], gate=decision
+    )
+
+
 def test_promote_moves_champion_only_when_gate_passes(finished_run):
     from gymflow.lifecycle.model_registry import champion_version
     from gymflow.tasks.promote import promote
 
     ctx, cfg, summary, _ = finished_run
-    policy = {"path": str(Path(ctx.run_dir) / "grpo" / "final")}
+    policy = Checkpoint(path=str(Path(ctx.run_dir) / "grpo" / "final"))
     name = summary["registry"]["model"]
     before = champion_version(name)
-    refused = promote.fn(
-        ctx, cfg, policy, {"passed": False, "reason": "test", "delta_success": 0.0}
-    )
-    assert refused["champion_alias_moved"] is False and champion_version(name) == before
-    accepted = promote.fn(
-        ctx, cfg, policy, {"passed": True, "reason": "test", "delta_success": 0.2}
-    )
-    assert (
-        accepted["champion_alias_moved"] is True and champion_version(name) == accepted["version"]
-    )
-    again = promote.fn(ctx, cfg, policy, {"passed": True, "reason": "test", "delta_success": 0.2})
-    assert (
-        champion_version(name) == again["version"]
-        and again["previous_champion"] == accepted["version"]
-    )
+    refused = promote.fn(ctx, cfg, policy, _gate(False, 0.0))
+    assert refused.champion_alias_moved is False and champion_version(name) == before
+    accepted = promote.fn(ctx, cfg, policy, _gate(True, 0.2))
+    assert accepted.champion_alias_moved is True and champion_version(name) == accepted.version
+    again = promote.fn(ctx, cfg, policy, _gate(True, 0.2))
+    assert champion_version(name) == again.version and again.previous_champion == accepted.version
 
 
 @pytest.mark.parametrize("fmt", ["hf", "dpo", "sft", "nemo_gym"])

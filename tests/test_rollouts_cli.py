@@ -13,11 +13,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from gymflow.cli.main import app
 from gymflow.data.task_set import build_tasks
 from gymflow.environments.counter import CounterEnvironment
+from gymflow.rollout.collection import CollectOptions
 from gymflow.rollout.engine import ROLLOUTS_DIR, CollectSettings, plan_collection
 from gymflow.rollout.store import read_parts
 
@@ -123,6 +125,23 @@ def test_corrupt_part_exits_with_a_message_naming_it(tmp_path, task_file):
     assert "[corrupt_file]" in result.output and str(part) in result.output
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--num-repeats", "0"), ("--concurrency", "0"), ("--max-new-tokens", "0")],
+)
+def test_an_option_out_of_range_is_one_line_naming_it(tmp_path, task_file, flag, value):
+    result = runner.invoke(app, collect_args(task_file, tmp_path / "out", flag, value))
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"error: {flag}: ") and "greater than or equal to 1" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_options_refuse_unknown_fields():
+    with pytest.raises(ValidationError, match="retry_faild"):
+        CollectOptions(env="counter", tasks="t.jsonl", policy="p", out="o", retry_faild=True)
+
+
 def test_bad_inputs_are_clear_errors(tmp_path, task_file):
     result = runner.invoke(app, collect_args(task_file, tmp_path, "--format", "nope"))
     assert result.exit_code == 2 and "unknown task format 'nope'" in result.output
@@ -156,12 +175,20 @@ def test_collect_flow_runs_the_same_collection(tmp_path, task_file, prefect_engi
 
     small = tmp_path / "two.jsonl"
     small.write_text("".join(task_file.read_text().splitlines(keepends=True)[:2]))
-    kw = {"num_repeats": 3, "max_completion_tokens": 65536, "run_id": "flow"}
-    report = collect("counter", str(small), "scripted:counter", str(tmp_path), **kw)
+    options = CollectOptions(
+        env="counter",
+        tasks=small,
+        policy="scripted:counter",
+        out=tmp_path,
+        num_repeats=3,
+        max_completion_tokens=65536,
+        run_id="flow",
+    )
+    report = collect(options)
     assert report["collected"] == 6 and report["failures"] == {}
     df = read_parts(tmp_path / ROLLOUTS_DIR)
     assert df.filter(pl.col("reward") == 1.0).height == 6
-    again = collect("counter", str(small), "scripted:counter", str(tmp_path), **kw)
+    again = collect(options.model_dump(mode="json"))  # as a deployment passes it: plain JSON
     assert again["collected"] == 0 and again["already_on_disk"] == 6
 
 

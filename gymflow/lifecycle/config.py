@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from gymflow.eval.gate import GateSettings
 from gymflow.policy.tiny_model import TinyModelConfig
+from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 from gymflow.train.grpo import GRPOSettings
 from gymflow.train.sft import SFTSettings
 
@@ -37,7 +38,9 @@ class LifecycleConfig(BaseModel):
         64, description="Validation tasks for SFT checkpoint picking and baseline."
     )
     heldout_n: int | None = Field(None, description="Cap on held-out tasks evaluated (None = all).")
-    max_new_tokens: int = Field(48, description="Tokens per model turn in evaluation.")
+    max_new_tokens: int = Field(
+        DEFAULT_MAX_NEW_TOKENS, description="Tokens per model turn in evaluation."
+    )
     sft: SFTSettings = Field(default_factory=SFTSettings)
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     sft_control: bool = Field(

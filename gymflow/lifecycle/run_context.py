@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.lifecycle.stage_results import StageInfo
 
 
 class RunContext(BaseModel):
@@ -50,24 +51,23 @@ def open_run(home: Path, run_dir: Path, config) -> RunContext:
 
 
 @contextlib.contextmanager
-def stage(run: RunContext, name: str) -> Iterator[dict]:
-    """Open the stage's nested MLflow run and time it; ``info["wall_s"]`` is set on exit.
+def stage(run: RunContext, name: str) -> Iterator[StageInfo]:
+    """Open the stage's nested MLflow run and time it; ``info.wall_s`` is set on exit.
 
     ``GYMFLOW_FAIL_AT=<stage>`` makes that stage fail once on entry (fault injection for
     resume drills and tests); the marker file under the run folder makes it fail only once.
     """
     from gymflow.lifecycle.tracking import stage_run
 
-    info: dict = {}
     _maybe_inject_failure(run, name)
     started = time.time()
     with stage_run(run.mlflow_parent_id, name, run.run_id) as mlrun:
-        info["mlflow_run_id"] = mlrun.info.run_id
+        info = StageInfo(mlflow_run_id=mlrun.info.run_id)
         yield info
-        info["wall_s"] = round(time.time() - started, 2)
+        info.wall_s = round(time.time() - started, 2)
         import mlflow
 
-        mlflow.log_metric("stage_wall_s", info["wall_s"])
+        mlflow.log_metric("stage_wall_s", info.wall_s)
 
 
 def _maybe_inject_failure(run: RunContext, name: str) -> None:

@@ -6,16 +6,18 @@ import json
 from pathlib import Path
 
 from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.stage_results import LifecycleResults
 
 _RATES = ("success", "reward", "valid_json")
 
 
-def build_summary(
-    run: RunContext, config, stages: dict, gate: dict, registry: dict, wall_s: float
-) -> dict:
+def build_summary(run: RunContext, config, results: LifecycleResults, wall_s: float) -> dict:
+    """``summary.json``: the held-out comparison, the gate, the registry and every stage's cost."""
+
     def rates(s: dict) -> dict:
         return {k: s[k] for k in _RATES} | {f"{k}_ci95": s[f"{k}_ci95"] for k in _RATES}
 
+    gate, grpo = results.heldout_gate, results.grpo
     summary = {
         "run_id": run.run_id,
         "run_dir": run.run_dir,
@@ -23,46 +25,47 @@ def build_summary(
         "env": config.env,
         "config_digest": config.digest(),
         "wall_s": round(wall_s, 2),
-        "stages": {name: info.get("wall_s") for name, info in stages.items()},
-        "policy_start": stages["resolve_policy"]["source"],
-        "sft_ran": "sft" in stages,
+        "stages": results.stage_wall_s(),
+        "policy_start": results.resolve_policy.source,
+        "sft_ran": results.sft is not None,
         "heldout": {
-            "n": gate["n"],
-            "baseline": rates(gate["baseline"]),
-            "candidate": rates(gate["candidate"]),
-            "delta_success": gate["delta_success"],
-            "ci95": gate["ci95"],
+            "n": gate.n,
+            "baseline": rates(gate.baseline),
+            "candidate": rates(gate.candidate),
+            "delta_success": gate.delta_success,
+            "ci95": gate.ci95,
         },
-        "gate": gate["gate"],
-        "registry": {
-            k: registry[k]
-            for k in ("model", "version", "champion_alias_moved", "previous_champion")
-        },
+        "gate": gate.gate.model_dump(),
+        "registry": results.promote.model_dump(
+            include={"model", "version", "champion_alias_moved", "previous_champion"}
+        ),
         "grpo": {
-            k: stages["grpo"].get(k)
-            for k in (
-                "steps",
-                "wall_s",
-                "train_wall_s",
-                "threads",
-                "resumed_from",
-                "dynamic_sampling",
-                "pool",
-            )
+            "steps": grpo.steps,
+            "wall_s": grpo.stage.wall_s,
+            "train_wall_s": grpo.train_wall_s,
+            "threads": grpo.threads,
+            "resumed_from": grpo.resumed_from,
+            "dynamic_sampling": grpo.dynamic_sampling,
+            "pool": grpo.pool,
         },
     }
-    if "sft" in stages:
-        summary["sft"] = {k: stages["sft"].get(k) for k in ("steps", "wall_s", "demos", "history")}
-    if "sft_control" in gate or "sft_control" in stages:
-        ctrl = gate.get("sft_control", {})
+    if (sft := results.sft) is not None:
+        summary["sft"] = {
+            "steps": sft.steps,
+            "wall_s": sft.stage.wall_s,
+            "demos": sft.demos,
+            "history": sft.history,
+        }
+    if (control := results.sft_control) is not None:
+        versus = gate.sft_control
         summary["sft_control"] = {
-            "steps": stages["sft_control"]["steps"],
-            "wall_s": stages["sft_control"]["wall_s"],
-            "budget_s": stages["sft_control"]["budget_s"],
-            "beside_grpo": stages["sft_control"].get("beside_grpo", False),
-            **({"heldout": rates(ctrl["summary"])} if ctrl else {}),
-            "grpo_minus_control": ctrl.get("grpo_minus_control"),
-            "ci95": ctrl.get("ci95"),
+            "steps": control.steps,
+            "wall_s": control.stage.wall_s,
+            "budget_s": control.budget_s,
+            "beside_grpo": control.beside_grpo,
+            **({"heldout": rates(versus.summary)} if versus else {}),
+            "grpo_minus_control": versus.grpo_minus_control if versus else None,
+            "ci95": versus.ci95 if versus else None,
         }
     return summary
 

@@ -1,76 +1,112 @@
 """One rollout collection from names and paths: what ``gymflow rollouts collect`` and the
-Prefect flow ``flows/collect.py`` both run (load the env, tasks and policy; pick the run id)."""
+Prefect flow ``flows/collect.py`` both run (load the env, tasks and policy; pick the run id).
+
+:class:`CollectOptions` is the one declaration of the collection's options: the command line
+builds it from its flags (their help is the fields' descriptions) and the flow takes it as its
+parameter. Importing this module stays light (the engine loads in :func:`run_collect`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from gymflow.core.failures import FailureKind, GymflowError
-from gymflow.rollout.engine import ROLLOUTS_DIR, CollectReport, CollectSettings, collect
-from gymflow.rollout.episode import Sampling
+from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
+
+if TYPE_CHECKING:
+    from gymflow.rollout.engine import CollectReport
 
 
-def run_collect(
-    env: str,
-    tasks: Path,
-    policy: str,
-    out: Path,
-    fmt: str = "gymflow",
-    num_repeats: int = 4,
-    concurrency: int = 32,
-    run_id: str | None = None,
-    env_url: str | None = None,
-    iteration: int = 0,
-    policy_version: int = 0,
-    seed: int = 0,
-    temperature: float = 1.0,
-    max_new_tokens: int = 48,
-    max_completion_tokens: int = 256,
-    progress: bool | None = None,
-    retry_failed: bool = False,
-) -> CollectReport:
-    """Collect into ``out``; raises ``GymflowError`` with a kind for any bad input.
+class CollectOptions(BaseModel):
+    """What to collect, where, and how (``gymflow rollouts collect --help`` shows the same)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = Field(description="Environment to collect in.")
+    tasks: Path = Field(description="Tasks, JSONL, in the format `fmt` (--format).")
+    policy: str = Field(
+        description="transformers:PATH, vllm:PATH, openai:URL?model=M, or scripted:ENV (gold)."
+    )
+    out: Path = Field(description="Folder: rollouts/part-*.parquet, tasks, collect.json.")
+    fmt: str = Field("gymflow", description="Task format (as for gymflow verify).")
+    num_repeats: int = Field(4, ge=1, description="G: samples per task (>= 1).")
+    concurrency: int = Field(32, ge=1, description="Episodes live at once (rows per part; >= 1).")
+    run_id: str | None = Field(
+        None, description="Resume this run (default: the one in `out`, or new)."
+    )
+    env_url: str | None = Field(
+        None, description="A running `gymflow env serve` (default: in-process)."
+    )
+    iteration: int = Field(0, ge=0, description="Training iteration recorded in every row.")
+    policy_version: int = Field(0, ge=0, description="Policy version recorded in every row.")
+    seed: int = Field(0, description="Base of every rollout's sampling seed.")
+    temperature: float = Field(1.0, description="Sampling temperature.")
+    max_new_tokens: int = Field(
+        DEFAULT_MAX_NEW_TOKENS, ge=1, description="Tokens per model turn (>= 1)."
+    )
+    max_completion_tokens: int = Field(
+        256, ge=1, description="Tokens per episode, model and tool tokens (>= 1)."
+    )
+    progress: bool | None = Field(
+        None,
+        description="Progress bar on stderr (default: when stderr is a terminal; the Prefect "
+        "flow never draws one).",
+    )
+    retry_failed: bool = Field(
+        False,
+        description="Also re-run this run's rollouts that got no reward (env or policy faults).",
+    )
+
+
+def run_collect(options: CollectOptions) -> CollectReport:
+    """Collect into ``options.out``; raises ``GymflowError`` with a kind for any bad input.
 
     ``retry_failed``: also re-run the rollouts of the run whose latest row has no reward.
     """
     from gymflow.data.task_files import load_tasks
     from gymflow.env.registry import get_env
     from gymflow.policy.spec import load_policy
+    from gymflow.rollout.engine import CollectSettings, collect
+    from gymflow.rollout.episode import Sampling
 
-    environment = get_env(env)
-    task_list = list(load_tasks(environment, Path(tasks), fmt).values())
+    o = options
+    environment = get_env(o.env)
+    task_list = list(load_tasks(environment, o.tasks, o.fmt).values())
     if not task_list:
-        raise GymflowError(FailureKind.BAD_REQUEST, f"{tasks}: no tasks")
+        raise GymflowError(FailureKind.BAD_REQUEST, f"{o.tasks}: no tasks")
     settings = CollectSettings(
-        run_id=run_id or resumable_run_id(Path(out)),
-        num_repeats=num_repeats,
-        concurrency=concurrency,
-        iteration=iteration,
-        policy_version=policy_version,
-        policy_spec=policy,
-        seed=seed,
+        run_id=o.run_id or resumable_run_id(o.out),
+        num_repeats=o.num_repeats,
+        concurrency=o.concurrency,
+        iteration=o.iteration,
+        policy_version=o.policy_version,
+        policy_spec=o.policy,
+        seed=o.seed,
         sampling=Sampling(
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=o.max_new_tokens,
             # a scripted policy's "tokens" are UTF-8 bytes: a model's budget would cut it short
             max_completion_tokens=(
-                max(max_completion_tokens, 1 << 16)
-                if policy.startswith("scripted:")
-                else max_completion_tokens
+                max(o.max_completion_tokens, 1 << 16)
+                if o.policy.startswith("scripted:")
+                else o.max_completion_tokens
             ),
-            temperature=temperature,
+            temperature=o.temperature,
         ),
         reward_range=environment.reward_range,
-        progress=progress,
-        retry_failed=retry_failed,
+        progress=o.progress,
+        retry_failed=o.retry_failed,
     )
-    loaded = load_policy(policy, tasks=task_list)
-    return collect(environment, loaded, task_list, Path(out), settings, env_url=env_url)
+    loaded = load_policy(o.policy, tasks=task_list)
+    return collect(environment, loaded, task_list, o.out, settings, env_url=o.env_url)
 
 
 def resumable_run_id(out: Path) -> str:
     """The run already in ``out`` (so a plain re-run resumes it), else a new id."""
     from gymflow.core.ids import new_run_id
-    from gymflow.rollout.store import read_parts
+    from gymflow.rollout.store import ROLLOUTS_DIR, read_parts
 
     folder = out / ROLLOUTS_DIR
     rows = read_parts(folder) if folder.is_dir() else None

@@ -1,0 +1,161 @@
+"""What each lifecycle stage hands to the next: one typed result per stage kind.
+
+Stages (``tasks/``) return these and take them as inputs, so the flow only wires them. They are
+small (paths and numbers; the data lives in the run folder and MLflow), pickle for Prefect's
+persisted results, and hash stably for its ``INPUTS`` cache key: a resumed run finds the same
+results again. ``summary.json`` is built from them (:mod:`gymflow.lifecycle.summary`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from gymflow.eval.gate import GateResult
+
+Split = Literal["train", "val", "heldout"]
+EvalSummary = dict[str, Any]
+"""``gymflow.eval.evaluation.summarize``'s rates with their 95 % CIs, ``n``, ``failures``."""
+
+
+class StageInfo(BaseModel):
+    """The stage's own MLflow run and wall time (:func:`gymflow.lifecycle.run_context.stage`)."""
+
+    mlflow_run_id: str | None = None
+    wall_s: float | None = None
+    """Set when the stage ends; the whole stage, not a trainer's inner clock."""
+
+
+class StageResult(BaseModel):
+    stage: StageInfo = Field(default_factory=StageInfo)
+
+
+class TaskData(StageResult):
+    """``generate_tasks``: the splits on disk and what identifies them."""
+
+    paths: dict[Split, str]
+    """Parquet file of each split (``data/tasks-<split>.parquet``)."""
+    counts: dict[str, int]
+    dataset_hash: str
+    env_version: str
+
+
+class Checkpoint(StageResult):
+    """A policy on disk (a ``from_pretrained`` folder); every stage that yields one extends it."""
+
+    path: str
+
+
+class ResolvedPolicy(Checkpoint):
+    """``resolve_policy``: the policy the run starts from."""
+
+    source: str
+    """``path``, ``champion v<N>`` or the embedded tiny model."""
+    champion_version: str | None
+
+
+class VerifierProfile(StageResult):
+    """``profile_verifier``: the report is ``report`` (JSON) in the run folder."""
+
+    n: int
+    by_source: dict[str, Any]
+    report: str
+
+
+class Evaluation(BaseModel):
+    """One greedy evaluation of one policy on one split."""
+
+    summary: EvalSummary
+    rows: str
+    """Per-task rows (``eval/<split>-<label>.parquet``)."""
+
+
+class BaselineEval(StageResult):
+    """``baseline_eval``: the current policy on val, and whether SFT must run first."""
+
+    evaluation: Evaluation
+    needs_sft: bool
+
+
+class SFTResult(Checkpoint):
+    """``sft``: the checkpoint picked by sampled validation success."""
+
+    steps: int
+    history: list[dict[str, Any]]
+    """``{"step", "sampled_success"}`` per validation."""
+    demos: int
+
+
+class GRPOResult(Checkpoint):
+    """``grpo``: the final policy and how it was trained."""
+
+    steps: int
+    train_wall_s: float
+    """The trainer's own wall time (the SFT control's budget); ``stage.wall_s`` is the stage's."""
+    resumed_from: str | None
+    dynamic_sampling: dict[str, int | float]
+    threads: int
+    rollout_dir: str
+    pool: int
+    start: str
+    """The checkpoint GRPO started from."""
+
+
+class SFTControlResult(Checkpoint):
+    """``sft_control``: more SFT from GRPO's start for GRPO's training wall time."""
+
+    steps: int
+    history: list[dict[str, Any]]
+    budget_s: float
+    beside_grpo: bool
+    """Ran at the same time as GRPO (a spawned process) rather than after it."""
+
+
+class ControlComparison(BaseModel):
+    summary: EvalSummary
+    grpo_minus_control: float
+    ci95: list[float]
+
+
+class GateReport(StageResult):
+    """``heldout_gate``: baseline vs candidate on held-out (paired), and the decision."""
+
+    n: int
+    baseline: EvalSummary
+    candidate: EvalSummary
+    delta_success: float
+    ci95: list[float]
+    gate: GateResult
+    sft_control: ControlComparison | None = None
+
+
+class Registration(StageResult):
+    """``promote``: the registered version and whether ``champion`` moved to it."""
+
+    model: str
+    version: str
+    champion_alias_moved: bool
+    previous_champion: str | None
+
+
+class LifecycleResults(BaseModel):
+    """Every stage's result of one run, fields in run order and named as the stages."""
+
+    generate_tasks: TaskData
+    resolve_policy: ResolvedPolicy
+    profile_verifier: VerifierProfile
+    baseline_eval: BaselineEval
+    sft: SFTResult | None
+    grpo: GRPOResult
+    sft_control: SFTControlResult | None
+    heldout_gate: GateReport
+    promote: Registration
+
+    def stage_wall_s(self) -> dict[str, float | None]:
+        """Wall time of each stage that ran, in run order."""
+        return {
+            name: result.stage.wall_s
+            for name in type(self).model_fields
+            if (result := getattr(self, name)) is not None
+        }
