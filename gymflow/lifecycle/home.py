@@ -42,7 +42,7 @@ def quiet_libraries() -> None:
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    # Known, harmless notices from pinned versions (see ../shared notes): TRL 1.16 sets the
+    # Known, harmless notices from the pinned versions: TRL 1.16 sets the
     # deprecated gradient_checkpointing flag; MLflow guesses among local dataset sources.
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
     warnings.filterwarnings(

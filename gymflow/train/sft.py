@@ -5,7 +5,8 @@ Training stops at ``max_steps`` or when ``time_budget_s`` runs out (the lifecycl
 latter for its "same wall time on more SFT" control). Every ``eval_every`` steps a callback
 scores *sampled* success on a small validation set and keeps the best checkpoint: GRPO needs a
 start that already succeeds on sampled rollouts some of the time, and greedy success overstates
-that for an under-trained model (DESIGN.md).
+that for an under-trained model (an under-trained model's greedy answer can be right while
+most of its samples are not).
 """
 
 from __future__ import annotations

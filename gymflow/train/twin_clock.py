@@ -3,9 +3,9 @@
 The lifecycle compares GRPO with what the same wall time of more SFT gives. Run one after
 the other, the control doubles the cost of every GRPO second. Run side by side (GRPO in the
 flow's process, the control in a spawned process, one torch thread each) the pair costs one
-GRPO wall time, and on this 2-core machine GRPO with one thread next to a busy neighbour is
-only ~1.4× slower per step than alone with two (measured in docs/tuning.md): more GRPO steps
-in the same run.
+GRPO wall time, and on a 2-core machine GRPO with one thread next to a busy neighbour is only
+~1.4× slower per step than alone with two (measured in docs/tuning.md): more GRPO steps in the
+same run.
 
 The two processes meet through marker files in the GRPO stage's folder. GRPO clears them when
 it starts and, when it ends, writes its training wall time (with the config digest, so a
