@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -36,22 +35,23 @@ def run(
     configure_prefect(home)
     from gymflow.core.failures import GymflowError
     from gymflow.core.ids import new_run_id
-    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.run_config import read_overrides, run_config
     from gymflow.lifecycle.run_context import open_run
     from gymflow.lifecycle.summary import render_table
 
     run_id = run_id or new_run_id()
     run_dir = ((out or home / "runs") / run_id).resolve()
     saved = run_dir / "config.json"
-    if saved.exists() and config is None and not smoke and seed is None:
-        cfg = LifecycleConfig.model_validate_json(saved.read_text())
-        typer.echo(f"resuming run {run_id} with its saved config")
-    else:
-        cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
-        if config is not None:
-            cfg = cfg.overridden(json.loads(config.read_text()))
-        if seed is not None:
-            cfg = cfg.model_copy(update={"seed": seed})
+    try:
+        overrides = read_overrides(config) if config is not None else None
+        cfg = run_config(saved, overrides, smoke, seed)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if saved.exists():
+        changed = " with the changes asked for" if overrides or seed is not None else ""
+        ignored = " (--smoke applies to new runs only)" if smoke else ""
+        typer.echo(f"resuming run {run_id} with its saved config{changed}{ignored}")
     ctx = open_run(home, run_dir, cfg)
     from gymflow.flows.lifecycle import lifecycle
 
@@ -60,7 +60,11 @@ def run(
         summary = lifecycle(ctx, cfg)
     except GymflowError as exc:
         typer.echo(f"run {run_id} stopped: {exc}", err=True)
-        typer.echo(f"fix the cause and resume with: gymflow run --run-id {run_id}", err=True)
+        typer.echo(
+            f"fix the cause and resume with: gymflow run --run-id {run_id}"
+            " (add --config FIX.json to change settings of the saved config)",
+            err=True,
+        )
         raise typer.Exit(1) from None
     except Exception as exc:
         typer.echo(f"run {run_id} failed: {type(exc).__name__}: {exc}", err=True)

@@ -62,6 +62,8 @@ class FailureKind(StrEnum):
     """Training was asked of episodes without token ids (a message-level backend)."""
     SCHEMA_VIOLATION = "schema_violation"
     CORRUPT_FILE = "corrupt_file"
+    BAD_CONFIG = "bad_config"
+    """A run configuration with an unknown key, a value out of range, or a file that is not JSON."""
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
     INJECTED_FAILURE = "injected_failure"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gymflow.eval.gate import GateSettings
 from gymflow.policy.tiny_model import TinyModelConfig
@@ -15,31 +15,41 @@ from gymflow.train.sft import SFTSettings
 
 
 class LifecycleConfig(BaseModel):
+    """Unknown keys and out-of-range values are refused before any work (one line per field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     env: str = Field("tool_call", description="Environment name (a folder under environments/).")
     model_path: str | None = Field(
         None,
         description="A local from_pretrained checkpoint to start from; None = embedded tiny model.",
     )
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
-    n_tasks: int = Field(6000, description="Task drafts generated before dedup.")
+    n_tasks: int = Field(6000, ge=10, description="Task drafts generated before dedup.")
     task_seed: int = Field(1, description="Generator seed.")
-    heldout_frac: float = Field(0.1, description="Share of tasks held out (by content hash).")
-    val_frac: float = Field(0.05, description="Share of tasks for validation (by content hash).")
+    heldout_frac: float = Field(
+        0.1, gt=0, lt=1, description="Share of tasks held out (by content hash)."
+    )
+    val_frac: float = Field(
+        0.05, gt=0, lt=1, description="Share of tasks for validation (by content hash)."
+    )
     demos: int = Field(
-        300, description="Size of the SFT demonstration set (the rest is GRPO's pool)."
+        300, ge=1, description="Size of the SFT demonstration set (the rest is GRPO's pool)."
     )
     profile_samples: int = Field(
-        80, description="Outputs scored twice by profile_verifier (50-100)."
+        80, ge=1, le=10_000, description="Outputs scored twice by profile_verifier (50-100)."
     )
     format_threshold: float = Field(
-        0.8, description="Run SFT when the baseline valid-JSON rate is below."
+        0.8, ge=0, le=1, description="Run SFT when the baseline valid-JSON rate is below."
     )
     val_eval_n: int = Field(
-        64, description="Validation tasks for SFT checkpoint picking and baseline."
+        64, ge=1, description="Validation tasks for SFT checkpoint picking and baseline."
     )
-    heldout_n: int | None = Field(None, description="Cap on held-out tasks evaluated (None = all).")
+    heldout_n: int | None = Field(
+        None, ge=1, description="Cap on held-out tasks evaluated (None = all)."
+    )
     max_new_tokens: int = Field(
-        DEFAULT_MAX_NEW_TOKENS, description="Tokens per model turn in evaluation."
+        DEFAULT_MAX_NEW_TOKENS, ge=1, description="Tokens per model turn in evaluation."
     )
     sft: SFTSettings = Field(default_factory=SFTSettings)
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
@@ -55,6 +65,15 @@ class LifecycleConfig(BaseModel):
     seed: int = Field(
         0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
     )
+
+    @model_validator(mode="after")
+    def _splits_leave_training_data(self) -> LifecycleConfig:
+        if self.heldout_frac + self.val_frac >= 0.9:
+            raise ValueError(
+                f"heldout_frac + val_frac = {self.heldout_frac + self.val_frac:g} leaves under "
+                "10 % of the tasks for training; keep their sum below 0.9"
+            )
+        return self
 
     def overridden(self, changes: dict) -> LifecycleConfig:
         """This config with ``changes`` applied field by field, nested settings included

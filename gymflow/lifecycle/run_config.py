@@ -1,0 +1,106 @@
+"""Which configuration a run uses, refused in one line before any work when it is wrong.
+
+A new run starts from the default (or ``--smoke``) config; a resumed run (its folder holds
+``config.json``) from the config it was started with. Overrides (a JSON file of
+:class:`~gymflow.lifecycle.config.LifecycleConfig` fields, nested settings merged field by field)
+and a seed go on top either way, so ``gymflow run --run-id X --config fix.json`` resumes X with
+the fix rather than starting over or falling back into the saved mistake. The command line and
+the scheduled deployment both come here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.lifecycle.config import LifecycleConfig
+
+
+def read_overrides(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``bad_config`` for a missing file, bad JSON or a non-object."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GymflowError(FailureKind.BAD_CONFIG, f"{path}: cannot read it ({exc})") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GymflowError(
+            FailureKind.BAD_CONFIG,
+            f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
+        ) from None
+    if not isinstance(value, dict):
+        raise GymflowError(
+            FailureKind.BAD_CONFIG,
+            f"{path}: a JSON object of config fields is expected, got {type(value).__name__}",
+        )
+    return value
+
+
+def run_config(
+    saved: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    smoke: bool = False,
+    seed: int | None = None,
+) -> LifecycleConfig:
+    """The config of a run: ``saved`` (a resumed run's ``config.json``) or the default/smoke
+    base, with ``overrides`` and ``seed`` on top; ``bad_config`` naming the field otherwise."""
+    try:
+        if saved is not None and saved.exists():
+            cfg = LifecycleConfig.model_validate_json(saved.read_text(encoding="utf-8"))
+        else:
+            cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
+        if overrides:
+            cfg = cfg.overridden(overrides)
+        if seed is not None:
+            cfg = cfg.overridden({"seed": seed})
+    except ValidationError as exc:
+        source = f"{saved}: " if saved is not None and saved.exists() and not overrides else ""
+        raise GymflowError(FailureKind.BAD_CONFIG, source + describe(exc)) from None
+    check_env(cfg.env)
+    return cfg
+
+
+def check_env(name: str) -> None:
+    """``bad_config`` listing the known environments when ``name`` is none of them."""
+    from gymflow.env.registry import list_envs
+
+    known = list_envs()
+    if name not in known:
+        raise GymflowError(
+            FailureKind.BAD_CONFIG, f"env: no environment {name!r} (known: {', '.join(known)})"
+        )
+
+
+def describe(exc: ValidationError) -> str:
+    """Every problem of a validation error on one line: ``field.path: what is wrong``."""
+    return "; ".join(_problem(error) for error in exc.errors())
+
+
+def _problem(error: dict) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "config"
+    if error["type"] == "extra_forbidden":
+        return f"{where}: unknown key{_suggestion(error['loc'])}"
+    if error["type"] == "value_error":  # a model validator's own sentence
+        return f"{where}: {error['msg'].removeprefix('Value error, ')}"
+    return f"{where}: {error['msg'].lower()} (got {error['input']!r})"
+
+
+def _suggestion(loc: tuple) -> str:
+    """`` (did you mean 'x'?)`` from the fields of the model the unknown key sits in."""
+    model: type[BaseModel] = LifecycleConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return (
+        f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(model.model_fields)})"
+    )
