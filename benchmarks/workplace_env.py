@@ -8,8 +8,8 @@ Prints one JSON object with CPU milliseconds (``time.process_time``, so waiting 
 * ``seed_request_cpu_ms`` — a whole ``POST /seed_session`` + ``/close_session`` pair through the
   in-process resources server (client side included, as both share the process);
 * ``verify_gold_cpu_ms`` — ``env.verify`` on the gold episode of each of the 690 WorkBench
-  tasks (one call per turn, with tool outputs, then an answer), gold outcomes cached as in a
-  long-running server; ``verify_gold_cold_cpu_ms`` is the same with the cache cleared first;
+  tasks (one call per turn, with tool outputs, then an answer; the gold outcome is replayed
+  every time);
 * ``verify_wrong_cpu_ms`` — ``env.verify`` on every adversarial probe of those tasks;
 * ``*_p99`` — the 99th percentile of single calls.
 """
@@ -28,7 +28,6 @@ from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.env.client import EnvClient
 from gymflow.env.resources_server import build_app
 from gymflow.environments.workplace import WorkplaceEnvironment
-from gymflow.environments.workplace.verifier import _gold_replay
 from gymflow.environments.workplace.workbench import workbench_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -100,18 +99,11 @@ def main() -> None:
     def verify(case) -> None:
         env.verify(*case)
 
-    def verify_cold(case) -> None:
-        _gold_replay.cache_clear()
-        env.verify(*case)
-
     result = {}
     result["seed_state_cpu_ms"], result["seed_state_cpu_ms_p99"] = cpu_ms(
         env.new_state, tasks, args.repeat * 10
     )
     result["seed_request_cpu_ms"] = seed_request_ms(env, tasks, 2000)
-    result["verify_gold_cold_cpu_ms"], result["verify_gold_cold_cpu_ms_p99"] = cpu_ms(
-        verify_cold, gold, 1
-    )
     result["verify_gold_cpu_ms"], result["verify_gold_cpu_ms_p99"] = cpu_ms(
         verify, gold, args.repeat
     )

@@ -20,6 +20,14 @@ rollouts_app = typer.Typer(no_args_is_help=True, help="Rollouts: collect, export
 app.add_typer(rollouts_app, name="rollouts")
 
 
+def _children_die_with_me() -> None:
+    """Start the parent watchdog for a long-running command: a SIGKILL of this process then
+    takes its servers, workers and pools with it (:mod:`gymflow.core.watchdog`)."""
+    from gymflow.core.watchdog import start_watchdog
+
+    start_watchdog()
+
+
 @app.command()
 def run(
     out: Path = typer.Option(None, help="Folder for run folders (default: <home>/runs)."),
@@ -52,6 +60,7 @@ def run(
         changed = " with the changes asked for" if overrides or seed is not None else ""
         ignored = " (--smoke applies to new runs only)" if smoke else ""
         typer.echo(f"resuming run {run_id} with its saved config{changed}{ignored}")
+    _children_die_with_me()
     ctx = open_run(home, run_dir, cfg)
     from gymflow.flows.lifecycle import lifecycle
 
@@ -181,6 +190,7 @@ def env_serve(
     except GymflowError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(2) from None
+    _children_die_with_me()
     try:
         status = serve(name, host, port, workers, token, insecure, client_session_ids)
     except GymflowError as exc:
@@ -225,6 +235,7 @@ def policy_serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     served = name or Path(spec.target).name
+    _children_die_with_me()
     typer.echo(f"serving {served} at http://{host}:{port}/v1")
     uvicorn.run(
         build_openai_app(policy, served, api_key=key), host=host, port=port, log_level="warning"
@@ -300,6 +311,7 @@ def rollouts_collect(
         )
         typer.echo(f"error: {problems}", err=True)
         raise typer.Exit(2) from None
+    _children_die_with_me()
     try:
         report = run_collect(options)
     except GymflowError as exc:

@@ -230,6 +230,10 @@ def _control_child(
     """In the spawned process: GRPO's thread count, stop at GRPO's wall time (its marker)."""
     import torch
 
+    from gymflow.lifecycle.home import quiet_libraries
+
+    quiet_libraries()  # a spawned interpreter starts with the default warning filters
+
     torch.set_num_threads(threads)
     clock = twin_clock.TwinClock(run.dir / "grpo", cfg.digest(), parent_pid)
     out = run.dir / "sft_control"

@@ -26,18 +26,25 @@ import time
 from pathlib import Path
 
 PROC = Path("/proc")
+_started: dict[int, subprocess.Popen] = {}
+"""The watchdog of this process, by pid (a forked child watches itself anew)."""
 
 
 def start_watchdog(interval_s: float = 0.5, grace_s: float = 3.0) -> subprocess.Popen | None:
-    """Watch this process; ``None`` where ``/proc`` is missing (not Linux)."""
-    if not (PROC / str(os.getpid()) / "stat").exists():
+    """Watch this process (once: later calls return the same watchdog); ``None`` where
+    ``/proc`` is missing (not Linux)."""
+    me = os.getpid()
+    if me in _started and _started[me].poll() is None:
+        return _started[me]
+    if not (PROC / str(me) / "stat").exists():
         return None
-    return subprocess.Popen(
+    _started[me] = subprocess.Popen(
         [sys.executable, "-m", "gymflow.core.watchdog", str(os.getpid()), str(interval_s),
          str(grace_s)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True,
     )  # fmt: skip
+    return _started[me]
 
 
 def descendants(root: int) -> dict[int, int]:

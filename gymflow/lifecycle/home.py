@@ -42,9 +42,11 @@ def quiet_libraries() -> None:
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    # Known, harmless notices from the pinned versions: TRL 1.16 sets the
-    # deprecated gradient_checkpointing flag; MLflow guesses among local dataset sources.
+    # Known, harmless notices from the pinned versions: TRL 1.16 sets the deprecated
+    # gradient_checkpointing flag and passes past_key_values (renamed in transformers 5.x);
+    # MLflow guesses among local dataset sources.
     warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*past_key_values.*", category=FutureWarning)
     warnings.filterwarnings(
         "ignore", message=".*dataset source can be interpreted.*", category=UserWarning
     )

@@ -215,13 +215,35 @@ print(subprocess.run(argv + ["-c", code], capture_output=True, text=True, cwd="/
 """
 
 
+def _world_readable_copy(folder: Path) -> tuple[Path, Path]:
+    """``sandbox.py`` and the one gymflow module it imports, copied where uid 65534 can read
+    them (the checkout may be a 0700 temporary folder): ``(root for sys.path, sandbox.py)``."""
+    import shutil
+
+    from gymflow.core import failures
+
+    root = folder / "readable"
+    (root / "gymflow" / "core").mkdir(parents=True)
+    for package in (root / "gymflow", root / "gymflow" / "core"):
+        (package / "__init__.py").write_text("")
+    shutil.copy(failures.__file__, root / "gymflow" / "core" / "failures.py")
+    copied = shutil.copy(sandbox.__file__, root / "sandbox.py")
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for parent in root.parents:  # the temporary folders above it are 0700
+        if parent == Path(parent.anchor) or parent.stat().st_mode & 0o001:
+            break
+        parent.chmod(parent.stat().st_mode | 0o001)
+    return root, Path(copied)
+
+
 @pytest.mark.skipif(not AS_ROOT or not os.path.exists("/usr/bin/python3"), reason="needs root")
-def test_a_non_root_caller_gets_the_same_bwrap_sandbox():
+def test_a_non_root_caller_gets_the_same_bwrap_sandbox(tmp_path):
     """As uid 65534 with the system Python: the user-namespace variant of the bwrap command."""
     if sandbox.works("bwrap"):
         pytest.skip(sandbox.works("bwrap"))
-    root = Path(sandbox.__file__).parents[2]
-    script = NON_ROOT_LAUNCH.format(root=str(root), path=sandbox.__file__)
+    root, path = _world_readable_copy(tmp_path)
+    script = NON_ROOT_LAUNCH.format(root=str(root), path=str(path))
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     done = subprocess.run([*drop, "/usr/bin/python3", "-c", script], capture_output=True, text=True)
     seen = "65534 ['bin', 'dev', 'etc', 'lib', 'lib64', 'sandbox', 'sbin', 'tmp', 'usr']"
