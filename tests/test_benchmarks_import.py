@@ -14,4 +14,4 @@ BENCHMARKS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*
 @pytest.mark.parametrize("script", BENCHMARKS, ids=lambda p: p.stem)
 def test_benchmark_imports(script):
     namespace = runpy.run_path(str(script), run_name="imported_by_test")  # main() not called
-    assert "main" in namespace or script.stem == "report"
+    assert namespace["__doc__"], f"{script.name} says what it measures in its docstring"
