@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from gymflow.cli.commands import register_all
 from gymflow.rollout.collection import CollectOptions  # light: the flags are its fields
 
 app = typer.Typer(
@@ -353,6 +354,9 @@ def rollouts_export(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{n} rows ({fmt}) -> {out}")
+
+
+register_all(app)
 
 
 def main() -> None:  # pragma: no cover
