@@ -19,6 +19,7 @@ model, so the final policy loads with ``from_pretrained`` like a full fine-tune.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -143,7 +144,8 @@ class RolloutSource:
         self.writer = None
         if out_dir is not None:
             schema = collected_rollouts(settings.num_generations, env.reward_range)
-            self.writer = RolloutWriter(out_dir, schema, chunk=1 << 30)  # one part per step
+            # one part per step, written while the step trains on it (run_grpo waits at step end)
+            self.writer = RolloutWriter(out_dir, schema, chunk=1 << 30, background=True)
             write_tasks(pool, Path(out_dir) / "tasks.parquet")  # exports rebuild prompts
         self.loop = asyncio.new_event_loop()
         self.stats = {
@@ -152,6 +154,11 @@ class RolloutSource:
             "groups_refilled": 0,
             "rollout_s": 0.0,
         }
+
+    def wait_stored(self) -> None:
+        """Block until every rollout handed to the store is on disk (raise a write's error)."""
+        if self.writer is not None:
+            self.writer.wait()
 
     def resume_at(self, step: int) -> None:
         """Training restarts at ``step``: rollouts stored for it and later are made again."""
@@ -194,6 +201,7 @@ class RolloutSource:
         chosen = {id(e) for grp in kept for e in grp}
         self._store(done, chosen, step)
         if failed:
+            self.wait_stored()  # the failure rows are on disk before the step fails
             raise failed[0]
         self.stats["rollout_s"] += time.time() - started
         if self.on_batch is not None:
@@ -278,6 +286,8 @@ def run_grpo(
 
     class TimeBudget(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
+            # the step's rollouts are on disk before its checkpoint (saved after this) can be
+            source.wait_stored()
             if (
                 settings.time_budget_s is not None
                 and time.time() - started > settings.time_budget_s
@@ -311,7 +321,13 @@ def run_grpo(
     checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
     source.resume_at(int(checkpoint.name.split("-")[1]) if checkpoint else 0)
     started = time.time()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except BaseException:
+        with contextlib.suppress(Exception):  # keep what can be stored; report training's error
+            source.wait_stored()
+        raise
+    source.wait_stored()
     wall = time.time() - started
     final = out_dir / "final"
     if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
