@@ -89,9 +89,18 @@ class TransformersPolicy(TokenizerEncoding):
     ) -> list[Generation]:
         import torch
 
-        # One generator per row when seeds are given: a row samples the same tokens whatever
-        # its batch-mates (the collector's sliding window mixes episodes by timing).
-        rngs = [torch.Generator().manual_seed(s) for s in seeds] if seeds and not greedy else None
+        # Seeded rows: each row draws its uniforms for the whole turn from its own generator up
+        # front, then every token step samples all rows at once by inverting their CDFs. A row
+        # samples the same tokens whatever its batch-mates (the sliding window mixes episodes by
+        # timing), without a multinomial call per row and token (~30 µs each, a tenth of an
+        # instant GRPO step's rollout).
+        uniforms = (
+            torch.stack(
+                [torch.rand(max_new, generator=torch.Generator().manual_seed(s)) for s in seeds]
+            )
+            if seeds and not greedy
+            else None
+        )
 
         # A plain KV-cached decode loop instead of ``model.generate``: the same math with less
         # per-token overhead, which dominates at this model size (rollouts are most of a GRPO step).
@@ -121,14 +130,17 @@ class TransformersPolicy(TokenizerEncoding):
         next_pos = positions[:, -1:] + 1
         done = torch.zeros(batch, dtype=torch.bool)
         tokens, logps = [], []
-        for _ in range(max_new):
+        for step in range(max_new):
             logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
             if greedy:
                 tok = logp.argmax(-1)
-            elif rngs is not None:
-                probs = logp.exp()
-                tok = torch.cat(
-                    [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(rngs)]
+            elif uniforms is not None:
+                cdf = logp.exp().cumsum(-1)
+                drawn = uniforms[:, step : step + 1] * cdf[:, -1:]
+                tok = (
+                    torch.searchsorted(cdf, drawn, right=True)
+                    .squeeze(-1)
+                    .clamp(max=cdf.shape[-1] - 1)
                 )
             else:
                 tok = torch.multinomial(logp.exp(), 1).squeeze(-1)
