@@ -55,7 +55,7 @@ def main(base: Path, out: Path, slow_s: float) -> None:
     lineage = Lineage("kill-resume", 0, 0, "grpo", env.name, env.version, "test")
     source = RolloutSource(env, build_app(env), pool, settings, out, lineage)
     result = run_grpo(base, out, source, settings, log_to_mlflow=False, callbacks=[Slow(slow_s)])
-    print(json.dumps({"steps": result["steps"], "resumed_from": result["resumed_from"]}))
+    print(json.dumps({k: result[k] for k in ("steps", "resumed_from", "wall_s")}))
 
 
 if __name__ == "__main__":

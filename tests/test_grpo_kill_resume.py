@@ -80,3 +80,19 @@ def test_killed_grpo_resumes_to_the_same_steps_without_duplicates(base_model, tm
     parts = sorted((out / "rollouts").glob("part-*.parquet"))
     assert len(parts) == 6  # one part per step: the steps redone replaced theirs
     assert not list((out / "rollouts").glob(".*.tmp"))
+
+
+def test_a_run_killed_after_its_last_checkpoint_trains_no_further(base_model, tmp_path):
+    """Killed between the last step's checkpoint and the end: the resume returns that
+    checkpoint's policy with the same step count and training wall time, and runs no step."""
+    out = tmp_path / "grpo"
+    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
+    run = [sys.executable, str(CHILD), str(base_model), str(out), "0"]
+    first = json.loads(subprocess.run(run, capture_output=True, env=env, check=True).stdout)
+    assert first["steps"] == 6 and (out / "trainer" / "checkpoint-6").is_dir()
+    parts = sorted((out / "rollouts").glob("part-*.parquet"))
+    again = json.loads(subprocess.run(run, capture_output=True, env=env, check=True).stdout)
+    assert again["steps"] == 6
+    assert again["resumed_from"].endswith("checkpoint-6")
+    assert sorted((out / "rollouts").glob("part-*.parquet")) == parts  # no seventh step
+    assert again["wall_s"] >= first["wall_s"] * 0.9  # the earlier attempt's time is counted

@@ -116,6 +116,11 @@ class GRPOSettings(BaseModel):
     seed: int = Field(0, description="Trainer and sampling seed.")
 
 
+WALL_FILE = "gymflow_train_wall_s"
+"""In each checkpoint: the training wall time up to it, across resumes (the time budget and the
+SFT control's budget count it)."""
+
+
 class RolloutSource:
     """The ``rollout_func`` TRL calls: runs episodes, applies dynamic sampling, stores rollouts.
 
@@ -285,14 +290,19 @@ def run_grpo(
     from trl import GRPOTrainer
 
     class TimeBudget(TrainerCallback):
+        """Stops at the time budget, counting the wall time of earlier attempts of a resumed
+        run (kept in each checkpoint), so a resume does not get a fresh budget."""
+
         def on_step_end(self, args, state, control, **kw):
             # the step's rollouts are on disk before its checkpoint (saved after this) can be
             source.wait_stored()
-            if (
-                settings.time_budget_s is not None
-                and time.time() - started > settings.time_budget_s
-            ):
+            if settings.time_budget_s is not None and trained_s() > settings.time_budget_s:
                 control.should_training_stop = True
+            return control
+
+        def on_save(self, args, state, control, **kw):
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            (folder / WALL_FILE).write_text(f"{trained_s():.3f}\n")
             return control
 
     from datasets import Dataset
@@ -319,16 +329,29 @@ def run_grpo(
     )
     trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
     checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
-    source.resume_at(int(checkpoint.name.split("-")[1]) if checkpoint else 0)
+    done_steps = int(checkpoint.name.split("-")[1]) if checkpoint else 0
+    source.resume_at(done_steps)
+    before_s = _wall_in(checkpoint)
     started = time.time()
+
+    def trained_s() -> float:
+        return before_s + time.time() - started
+
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        if done_steps >= settings.max_steps:
+            # Killed after its last step: the checkpoint is the result. Resuming from it would
+            # train one step past max_steps (transformers 5.23), so load it instead (Trainer's
+            # own loader: full weights or a LoRA adapter alike).
+            trainer._load_from_checkpoint(str(checkpoint))
+            trainer.state.global_step = done_steps
+        else:
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except BaseException:
         with contextlib.suppress(Exception):  # keep what can be stored; report training's error
             source.wait_stored()
         raise
     source.wait_stored()
-    wall = time.time() - started
+    wall = trained_s()
     final = out_dir / "final"
     if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
         trainer.model.merge_and_unload().save_pretrained(final)
@@ -390,6 +413,13 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
         dataloader_num_workers=0,
         seed=settings.seed,
     )
+
+
+def _wall_in(checkpoint: Path | None) -> float:
+    """Training wall time up to ``checkpoint`` (0 without one, or one saved before it was kept)."""
+    if checkpoint is None or not (checkpoint / WALL_FILE).exists():
+        return 0.0
+    return float((checkpoint / WALL_FILE).read_text())
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
