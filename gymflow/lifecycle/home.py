@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gymflow.core.paths import project_home
 
-def project_home() -> Path:
-    return Path(os.environ.get("GYMFLOW_HOME", os.getcwd())).resolve()
+__all__ = ["configure_prefect", "project_home", "quiet_libraries"]
 
 
 def configure_prefect(home: Path) -> None:
