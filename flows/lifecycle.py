@@ -35,7 +35,7 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     start = current if sft is None else sft
     candidate, control = train_grpo_with_control(run, config, data, start, sft is not None)
     gate = heldout_gate(run, config, data, start, candidate, control)
-    registry = promote(run, config, candidate, gate)
+    registry = promote(run, config, data, current, gate)
     results = LifecycleResults(
         generate_tasks=data,
         resolve_policy=current,

@@ -1,4 +1,4 @@
-"""Stage 7: register the candidate; move ``champion`` only when the gate passed."""
+"""Stage 7: register the gate's chosen candidate; move ``champion`` only when the gate passed."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from prefect import task
 
 from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.lineage import version_description, version_tags
 from gymflow.lifecycle.model_registry import (
     champion_version,
     move_champion,
@@ -14,27 +15,39 @@ from gymflow.lifecycle.model_registry import (
     registered_name,
 )
 from gymflow.lifecycle.run_context import RunContext, stage
-from gymflow.lifecycle.stage_results import Checkpoint, GateReport, Registration
+from gymflow.lifecycle.stage_results import GateReport, Registration, ResolvedPolicy, TaskData
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
 @task(name="promote", **STAGE_OPTIONS)
 def promote(
-    run: RunContext, cfg: LifecycleConfig, candidate: Checkpoint, gate: GateReport
+    run: RunContext,
+    cfg: LifecycleConfig,
+    data: TaskData,
+    start: ResolvedPolicy,
+    gate: GateReport,
 ) -> Registration:
+    """Register ``gate.chosen_path`` (tagged with its lineage and the gate's evidence) as
+    ``challenger``; when the gate passed it becomes ``champion`` (the old one
+    ``previous_champion``)."""
+    import mlflow
+
     with stage(run, "promote") as info:
         name = registered_name(cfg.env)
         passed = gate.gate.passed
-        tags = {
-            "gymflow.run_id": run.run_id,
-            "gate_passed": str(passed),
-            "gate_reason": gate.gate.reason,
-            "heldout_delta_success": f"{gate.delta_success}",
-        }
-        version = register_candidate(Path(candidate.path), name, tags)
+        tags = version_tags(run.run_id, cfg.env, cfg.digest(), data, start, gate)
+        description = version_description(run.run_id, cfg.env, start, gate)
+        version = register_candidate(Path(gate.chosen_path), name, tags, description)
         previous = champion_version(name)
         if passed:
-            move_champion(name, version)
+            move_champion(name, version, f"gate of run {run.run_id}: {gate.gate.chosen} passed")
+        heldout = ("heldout.success", "heldout.valid_json", "heldout.unsafe_rate")
+        mlflow.log_metrics(  # the source run of the version carries the evidence too
+            {"gate_passed": float(passed), "registered_version": float(version)}
+            | {key: float(tags[key]) for key in heldout}
+            | {"heldout_delta_success": float(tags["heldout_delta_success"])}
+        )
+        mlflow.set_tags({"gymflow.candidate": tags["gymflow.candidate"]})
     return Registration(
         model=name,
         version=version,

@@ -18,7 +18,7 @@ from gymflow.data.schemas import EVAL_ROWS, TASKS, read_table
 from gymflow.eval.gate import GateResult
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext
-from gymflow.lifecycle.stage_results import Checkpoint, GateReport
+from gymflow.lifecycle.stage_results import GateReport, ResolvedPolicy, TaskData
 from gymflow.rollout.store import read_rollouts
 
 STAGES_BEFORE_GATE = [
@@ -170,10 +170,17 @@ def test_summary_and_registry_agree_with_gate(finished_run):
     assert (champion_version(reg["model"]) == reg["version"]) == summary["gate"]["passed"]
 
 
-def _gate(passed: bool, delta: float) -> GateReport:
-    decision = GateResult(passed=passed, reason="test")
+def _gate(passed: bool, delta: float, path: str) -> GateReport:
+    decision = GateResult(passed=passed, reason="test", chosen="grpo")
+    rates = {"success": 0.5, "valid_json": 1.0, "unsafe_rate": 0.0}
     return GateReport(
-        n=1, baseline={}, candidate={}, delta_success=delta, ci95=[delta, delta], gate=decision
+        n=1,
+        baseline=rates,
+        candidate=rates,
+        delta_success=delta,
+        ci95=[delta, delta],
+        gate=decision,
+        chosen_path=path,
     )
 
 
@@ -182,14 +189,16 @@ def test_promote_moves_champion_only_when_gate_passes(finished_run):
     from gymflow.tasks.promote import promote
 
     ctx, cfg, summary, _ = finished_run
-    policy = Checkpoint(path=str(Path(ctx.run_dir) / "grpo" / "final"))
+    policy = str(Path(ctx.run_dir) / "grpo" / "final")
+    data = TaskData(paths={}, counts={}, dataset_hash="d", env_version="1")
+    start = ResolvedPolicy(path=policy, source="test", champion_version=None)
     name = summary["registry"]["model"]
     before = champion_version(name)
-    refused = promote.fn(ctx, cfg, policy, _gate(False, 0.0))
+    refused = promote.fn(ctx, cfg, data, start, _gate(False, 0.0, policy))
     assert refused.champion_alias_moved is False and champion_version(name) == before
-    accepted = promote.fn(ctx, cfg, policy, _gate(True, 0.2))
+    accepted = promote.fn(ctx, cfg, data, start, _gate(True, 0.2, policy))
     assert accepted.champion_alias_moved is True and champion_version(name) == accepted.version
-    again = promote.fn(ctx, cfg, policy, _gate(True, 0.2))
+    again = promote.fn(ctx, cfg, data, start, _gate(True, 0.2, policy))
     assert champion_version(name) == again.version and again.previous_champion == accepted.version
 
 

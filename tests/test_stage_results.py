@@ -61,4 +61,7 @@ def test_values_keep_their_json_types():
     _, grpo, gate = _results()
     assert grpo.dynamic_sampling == {"groups_generated": 4, "rollout_s": 0.5}
     assert isinstance(grpo.dynamic_sampling["groups_generated"], int)
-    assert gate.ci95 == [0.1, 0.9] and gate.gate.model_dump() == {"passed": True, "reason": "ok"}
+    assert gate.ci95 == [0.1, 0.9] and gate.gate.model_dump(exclude_defaults=True) == {
+        "passed": True,
+        "reason": "ok",
+    }

@@ -1,24 +1,35 @@
-"""The MLflow model registry: register candidates, move the ``champion`` alias, fetch policies.
+"""The MLflow model registry: register candidates, move aliases with their history, fetch policies.
 
 Each candidate is logged with the transformers flavor (a loadable text-generation model) and
-registered as a new version tagged with its gate result. ``champion`` moves only when the gate
-passes; the version it pointed at before keeps the ``previous_champion`` alias for rollback.
+registered as a new version with a description, lineage tags and its gate evidence.
+``champion`` moves only when the gate passes (or a person runs ``gymflow promote``); the version
+it pointed at before keeps the ``previous_champion`` alias, and ``gymflow rollback`` moves
+``champion`` back to it. Every alias move is kept as a tag of the registered model
+(``alias_history.NNNN``), so the history shows in the MLflow UI and in ``gymflow models list``.
 """
 
 from __future__ import annotations
 
+import datetime
 import shutil
 from pathlib import Path
 
+from gymflow.core.failures import FailureKind, GymflowError
+
 PIP_REQUIREMENTS = ["torch==2.13.0", "transformers>=5.2,<6", "tokenizers"]
+HISTORY_PREFIX = "alias_history."
+ALIASES = ("champion", "previous_champion", "challenger")
 
 
 def registered_name(env_name: str) -> str:
     return f"gymflow-{env_name}"
 
 
-def register_candidate(model_dir: Path, name: str, tags: dict[str, str]) -> str:
-    """Log ``model_dir`` under the active MLflow run and register it; returns the version."""
+def register_candidate(
+    model_dir: Path, name: str, tags: dict[str, str], description: str | None = None
+) -> str:
+    """Log ``model_dir`` under the active MLflow run and register it as ``challenger``;
+    returns the version."""
     import mlflow
     from mlflow import MlflowClient
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -37,31 +48,112 @@ def register_candidate(model_dir: Path, name: str, tags: dict[str, str]) -> str:
     version = str(info.registered_model_version)
     client = MlflowClient()
     for key, value in tags.items():
-        client.set_model_version_tag(name, version, key, value)
-    client.set_registered_model_alias(name, "challenger", version)
+        client.set_model_version_tag(name, version, key, str(value)[:5000])
+    if description:
+        client.update_model_version(name, version, description=description)
+    set_alias(name, "challenger", version, "registered by the lifecycle")
     return version
 
 
-def move_champion(name: str, version: str) -> str | None:
-    """Point ``champion`` at ``version``; the old champion becomes ``previous_champion``."""
+def set_alias(name: str, alias: str, version: str | None, why: str) -> None:
+    """Point ``alias`` at ``version`` (``None`` removes it) and record the move as a tag."""
     from mlflow import MlflowClient
 
     client = MlflowClient()
+    before = alias_version(name, alias)
+    if before == version:
+        return
+    if version is None:
+        client.delete_registered_model_alias(name, alias)
+    else:
+        client.set_registered_model_alias(name, alias, version)
+    number = len(alias_history(name)) + 1
+    at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moved = f"{alias}: {_v(before)} -> {_v(version)}"
+    client.set_registered_model_tag(name, f"{HISTORY_PREFIX}{number:04d}", f"{at} {moved} ({why})")
+
+
+def move_champion(name: str, version: str, why: str = "gate passed") -> str | None:
+    """Point ``champion`` at ``version``; the old champion becomes ``previous_champion``."""
     previous = champion_version(name)
     if previous is not None and previous != version:
-        client.set_registered_model_alias(name, "previous_champion", previous)
-    client.set_registered_model_alias(name, "champion", version)
+        set_alias(name, "previous_champion", previous, f"champion moved to v{version}")
+    set_alias(name, "champion", version, why)
     return previous
 
 
-def champion_version(name: str) -> str | None:
+def rollback(name: str, why: str = "rollback") -> tuple[str, str]:
+    """Move ``champion`` back to ``previous_champion``; returns ``(from, to)`` versions.
+
+    ``previous_champion`` then points at the champion before that one in the alias history
+    (or is removed when there was none), so a second rollback goes one step further back.
+    """
+    current, previous = champion_version(name), alias_version(name, "previous_champion")
+    if previous is None:
+        raise GymflowError(
+            FailureKind.BAD_REQUEST,
+            f"{name}: no previous_champion to roll back to (champion is {_v(current)}); "
+            "use `gymflow promote VERSION` to pick a version",
+        )
+    earlier = _champion_before(name, previous, current)
+    set_alias(name, "champion", previous, why)
+    set_alias(name, "previous_champion", earlier, f"{why}: v{current} demoted")
+    return current or "none", previous
+
+
+def promote_version(name: str, version: str, why: str) -> str | None:
+    """A person's promotion: ``champion`` to ``version`` (which must exist)."""
+    get_version(name, version)
+    return move_champion(name, version, why)
+
+
+def get_version(name: str, version: str):
+    """The registered version, or ``not_found`` naming the versions there are."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    try:
+        return client.get_model_version(name, version)
+    except MlflowException:
+        known = ", ".join(v.version for v in list_versions(name)) or "none"
+        raise GymflowError(
+            FailureKind.BAD_REQUEST, f"{name}: no version {version!r} (versions: {known})"
+        ) from None
+
+
+def list_versions(name: str) -> list:
+    """Every version of ``name``, newest first (``[]`` when the model is not registered)."""
+    from mlflow import MlflowClient
+
+    versions = MlflowClient().search_model_versions(f"name = '{name}'")
+    return sorted(versions, key=lambda v: int(v.version), reverse=True)
+
+
+def alias_history(name: str) -> list[str]:
+    """Every recorded alias move, oldest first."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     try:
-        return str(MlflowClient().get_model_version_by_alias(name, "champion").version)
+        tags = MlflowClient().get_registered_model(name).tags
+    except MlflowException:
+        return []
+    return [tags[k] for k in sorted(tags) if k.startswith(HISTORY_PREFIX)]
+
+
+def alias_version(name: str, alias: str) -> str | None:
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(MlflowClient().get_model_version_by_alias(name, alias).version)
     except MlflowException:
         return None
+
+
+def champion_version(name: str) -> str | None:
+    return alias_version(name, "champion")
 
 
 def download_version(name: str, version: str, dest: Path) -> Path:
@@ -78,3 +170,18 @@ def download_version(name: str, version: str, dest: Path) -> Path:
         shutil.copy2(item, tmp / item.name)
     tmp.rename(dest)
     return dest
+
+
+def _champion_before(name: str, version: str, current: str | None) -> str | None:
+    """The champion ``version`` replaced, read from the history (``None`` if there was none)."""
+    for entry in reversed(alias_history(name)):
+        moved = entry.split(" ", 1)[1]
+        if moved.startswith("champion: ") and moved.split(" (", 1)[0].endswith(f"-> v{version}"):
+            before = moved.split(": ", 1)[1].split(" ->", 1)[0]
+            if before not in ("none", f"v{current}"):
+                return before.removeprefix("v")
+    return None
+
+
+def _v(version: str | None) -> str:
+    return "none" if version is None else f"v{version}"

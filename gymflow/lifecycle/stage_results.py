@@ -113,13 +113,21 @@ class SFTControlResult(Checkpoint):
 
 
 class ControlComparison(BaseModel):
+    """The SFT control on held-out: its summary, GRPO − control (paired) and its own gain."""
+
     summary: EvalSummary
     grpo_minus_control: float
     ci95: list[float]
+    """95 % CI of GRPO − control."""
+    delta_success: float | None = None
+    """The control's paired success gain over the start."""
+    delta_ci95: list[float] | None = None
 
 
 class GateReport(StageResult):
-    """``heldout_gate``: baseline vs candidate on held-out (paired), and the decision."""
+    """``heldout_gate``: the start (baseline) vs each candidate on held-out (paired), and the
+    decision. ``candidate``/``delta_success``/``ci95`` are the GRPO policy's; the control's are
+    in ``sft_control``; ``gate.chosen`` names the one promoted (or the best one when none was)."""
 
     n: int
     baseline: EvalSummary
@@ -128,6 +136,8 @@ class GateReport(StageResult):
     ci95: list[float]
     gate: GateResult
     sft_control: ControlComparison | None = None
+    chosen_path: str | None = None
+    """The checkpoint of ``gate.chosen``: what ``promote`` registers."""
 
 
 class Registration(StageResult):

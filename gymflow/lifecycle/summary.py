@@ -38,7 +38,8 @@ def build_summary(run: RunContext, config, results: LifecycleResults, wall_s: fl
         "gate": gate.gate.model_dump(),
         "registry": results.promote.model_dump(
             include={"model", "version", "champion_alias_moved", "previous_champion"}
-        ),
+        )
+        | {"candidate": gate.gate.chosen},
         "grpo": {
             "steps": grpo.steps,
             "wall_s": grpo.stage.wall_s,
@@ -77,13 +78,14 @@ def write_summary(run: RunContext, summary: dict) -> Path:
     path.write_text(json.dumps(summary, indent=2))
     with mlflow.start_run(run_id=run.mlflow_parent_id):
         mlflow.log_artifact(str(path))
-        mlflow.log_metrics(
-            {
-                "heldout_delta_success": summary["heldout"]["delta_success"],
-                "gate_passed": float(summary["gate"]["passed"]),
-                "wall_s": summary["wall_s"],
-            }
-        )
+        metrics = {
+            "heldout_delta_success": summary["heldout"]["delta_success"],
+            "gate_passed": float(summary["gate"]["passed"]),
+            "wall_s": summary["wall_s"],
+        }
+        if summary["gate"].get("grpo_minus_control") is not None:
+            metrics["grpo_minus_control"] = summary["gate"]["grpo_minus_control"]
+        mlflow.log_metrics(metrics)
     return path
 
 
@@ -127,7 +129,10 @@ def render_table(summary: dict) -> str:
         moved = f"moved to v{reg['version']}"
     else:
         moved = f"not moved (stays at {'v' + reg['previous_champion'] if reg['previous_champion'] else 'none'})"
-    console.print(f"registry: {reg['model']} v{reg['version']} registered; champion alias {moved}")
+    what = {"grpo": "GRPO policy", "sft_control": "SFT control"}.get(reg.get("candidate"), "")
+    console.print(
+        f"registry: {reg['model']} v{reg['version']} ({what}) registered; champion alias {moved}"
+    )
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in summary["stages"].items() if v is not None)
     console.print(f"stage wall time: {stages}; total {summary['wall_s']:.1f}s")
     return buf.getvalue()

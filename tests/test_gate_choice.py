@@ -1,0 +1,176 @@
+"""The honest gate: of the GRPO policy and the SFT control, the best one that beats the start
+is promoted, and a GRPO policy that loses to its control is never promoted over it.
+
+Summaries come from :func:`gymflow.eval.evaluation.summarize` over per-task rows and the paired
+differences from :func:`gymflow.eval.stats.paired_delta`, as the ``heldout_gate`` stage makes
+them; the registry half runs the real ``promote`` stage against a real MLflow sqlite store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import pytest
+
+from gymflow.eval.evaluation import summarize
+from gymflow.eval.gate import Candidate, GateSettings, choose
+from gymflow.eval.stats import paired_delta
+
+N = 379  # the default held-out size
+
+
+def _successes(rate: float, seed: int) -> list[int]:
+    wins = round(rate * N)
+    out = [1] * wins + [0] * (N - wins)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def _rows(success: list[int], valid_json: float = 1.0, unsafe: int = 0) -> list[dict]:
+    valid = round(valid_json * N)
+    return [
+        {
+            "task_id": f"t{i}",
+            "success": s,
+            "valid_json": i < valid,
+            "unsafe": i < unsafe,
+            "reward": float(s),
+            "failure_kind": None if s else "wrong_answer",
+            "completion_tokens": 12,
+        }
+        for i, s in enumerate(success)
+    ]
+
+
+def _evidence(start: list[int], grpo: list[int], control: list[int], **grpo_rows):
+    base = summarize(_rows(start))
+    cands = [
+        Candidate(name="grpo", summary=summarize(_rows(grpo, **grpo_rows)), delta=paired_delta(grpo, start)),
+        Candidate(name="sft_control", summary=summarize(_rows(control)), delta=paired_delta(control, start)),
+    ]  # fmt: skip
+    return base, cands, paired_delta(grpo, control)
+
+
+def test_grpo_losing_to_its_control_is_not_promoted_over_it():
+    """Seed 3's figures: GRPO 0.768, control 0.831, both far above a 0.47 start."""
+    start = _successes(0.47, 1)
+    grpo, control = _successes(0.768, 2), _successes(0.831, 3)
+    base, cands, versus = _evidence(start, grpo, control)
+    assert versus["ci95"][1] < 0, "GRPO is significantly worse than the control here"
+    result = choose(base, cands, GateSettings(), versus)
+    assert result.passed and result.chosen == "sft_control"
+    assert [v.passed for v in result.verdicts] == [True, True], "both beat the start"
+    assert result.grpo_minus_control == pytest.approx(versus["delta"])
+    assert result.grpo_minus_control < 0
+    assert "promoted sft_control" in result.reason and "GRPO − control" in result.reason
+    assert f"{100 * versus['delta']:+.1f} points" in result.reason
+
+
+def test_grpo_beating_the_control_is_promoted():
+    start = _successes(0.47, 1)
+    base, cands, versus = _evidence(start, _successes(0.83, 4), _successes(0.77, 5))
+    result = choose(base, cands, GateSettings(), versus)
+    assert result.passed and result.chosen == "grpo" and result.grpo_minus_control > 0
+
+
+def test_a_better_control_that_breaks_a_guardrail_is_not_chosen():
+    """The control scores higher but its valid-JSON rate fell: GRPO, which passes, is chosen."""
+    start = _successes(0.47, 1)
+    grpo, control = _successes(0.70, 6), _successes(0.80, 7)
+    base = summarize(_rows(start))
+    cands = [
+        Candidate(name="grpo", summary=summarize(_rows(grpo)), delta=paired_delta(grpo, start)),
+        Candidate(name="sft_control", summary=summarize(_rows(control, valid_json=0.9)), delta=paired_delta(control, start)),
+    ]  # fmt: skip
+    result = choose(base, cands, GateSettings(), paired_delta(grpo, control))
+    assert result.passed and result.chosen == "grpo"
+    assert "sft_control: success 0.799, fails (valid-JSON rate fell by 0.100" in result.reason
+
+
+def test_nothing_promoted_when_no_candidate_beats_the_start():
+    start = _successes(0.60, 1)
+    base, cands, versus = _evidence(start, _successes(0.60, 8), _successes(0.61, 9))
+    result = choose(base, cands, GateSettings(), versus)
+    assert not result.passed and result.chosen == "sft_control"  # the best, for inspection
+    assert result.reason.startswith("nothing promoted") and "not significant" in result.reason
+
+
+def test_without_a_control_grpo_alone_is_judged():
+    start = _successes(0.47, 1)
+    grpo = _successes(0.70, 2)
+    cand = Candidate(name="grpo", summary=summarize(_rows(grpo)), delta=paired_delta(grpo, start))
+    result = choose(summarize(_rows(start)), [cand], GateSettings())
+    assert result.passed and result.chosen == "grpo" and result.grpo_minus_control is None
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_promote_registers_the_control_when_it_won(gym_home, micro_tool_call_model, tmp_path):
+    """The real ``promote`` stage registers the control's weights and moves ``champion`` there."""
+    import torch
+    from mlflow import MlflowClient
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.model_registry import champion_version, download_version
+    from gymflow.lifecycle.run_context import open_run
+    from gymflow.lifecycle.stage_results import (
+        ControlComparison,
+        GateReport,
+        ResolvedPolicy,
+        TaskData,
+    )
+    from gymflow.tasks.promote import promote
+
+    control_dir = tmp_path / "sft_control"
+    model = AutoModelForCausalLM.from_pretrained(micro_tool_call_model)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)  # the control's weights differ from GRPO's
+    model.save_pretrained(control_dir)
+    AutoTokenizer.from_pretrained(micro_tool_call_model).save_pretrained(control_dir)
+
+    cfg = LifecycleConfig(env="tool_call")
+    run = open_run(gym_home, tmp_path / "runs" / "gate-choice", cfg)
+    start = _successes(0.47, 1)
+    base, cands, versus = _evidence(start, _successes(0.768, 2), _successes(0.831, 3))
+    decision = choose(base, cands, cfg.gate, versus)
+    control = cands[1]
+    report = GateReport(
+        n=N,
+        baseline=base,
+        candidate=cands[0].summary,
+        delta_success=cands[0].delta["delta"],
+        ci95=cands[0].delta["ci95"],
+        gate=decision,
+        sft_control=ControlComparison(
+            summary=control.summary,
+            grpo_minus_control=versus["delta"],
+            ci95=versus["ci95"],
+            delta_success=control.delta["delta"],
+            delta_ci95=control.delta["ci95"],
+        ),
+        chosen_path=str(control_dir),
+    )
+    data = TaskData(paths={}, counts={}, dataset_hash="d0", env_version="1")
+    resolved = ResolvedPolicy(
+        path=str(micro_tool_call_model), source="embedded", champion_version=None
+    )
+    registered = promote.fn(run, cfg, data, resolved, report)
+    assert (
+        registered.champion_alias_moved and champion_version(registered.model) == registered.version
+    )
+    version = MlflowClient().get_model_version(registered.model, registered.version)
+    assert version.tags["gymflow.candidate"] == "sft_control"
+    assert float(version.tags["grpo_minus_control"]) == pytest.approx(versus["delta"])
+    assert float(version.tags["heldout.success"]) == pytest.approx(
+        control.summary["success"], abs=1e-4
+    )
+    assert "GRPO − control" in version.tags["gate_reason"] and "SFT control" in version.description
+    got = download_version(registered.model, registered.version, tmp_path / "downloaded")
+    assert _sha(got) != _sha(micro_tool_call_model)
+    reloaded = AutoModelForCausalLM.from_pretrained(got)
+    assert torch.equal(next(reloaded.parameters()), next(model.parameters()))
