@@ -116,7 +116,7 @@ def get_version(name: str, version: str):
     try:
         return client.get_model_version(name, version)
     except MlflowException:
-        known = ", ".join(v.version for v in list_versions(name)) or "none"
+        known = ", ".join(str(v.version) for v in list_versions(name)) or "none"
         raise GymflowError(
             FailureKind.BAD_REQUEST, f"{name}: no version {version!r} (versions: {known})"
         ) from None
@@ -128,6 +128,16 @@ def list_versions(name: str) -> list:
 
     versions = MlflowClient().search_model_versions(f"name = '{name}'")
     return sorted(versions, key=lambda v: int(v.version), reverse=True)
+
+
+def aliases_by_version(name: str) -> dict[str, list[str]]:
+    """``{version: [alias, ...]}`` (``search_model_versions`` leaves aliases out)."""
+    from mlflow import MlflowClient
+
+    out: dict[str, list[str]] = {}
+    for alias, version in MlflowClient().get_registered_model(name).aliases.items():
+        out.setdefault(str(version), []).append(alias)
+    return out
 
 
 def alias_history(name: str) -> list[str]:

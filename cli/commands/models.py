@@ -1,0 +1,130 @@
+"""The model registry for people: ``gymflow models list``, ``gymflow promote``, ``gymflow rollback``.
+
+They work on the project's MLflow store (``<home>/mlruns``) and the registered model of one
+environment (``gymflow-<env>``). Every alias move is recorded as a tag of the registered model
+(:mod:`gymflow.lifecycle.model_registry`), so ``models list`` shows the history.
+"""
+
+from __future__ import annotations
+
+import typer
+
+ENV_OPTION = typer.Option("tool_call", "--env", help="Environment whose model (gymflow-ENV).")
+
+
+def register(app: typer.Typer) -> None:
+    models_app = typer.Typer(no_args_is_help=True, help="The model registry: list versions.")
+    models_app.command("list")(models_list)
+    app.add_typer(models_app, name="models")
+    app.command("promote")(promote)
+    app.command("rollback")(rollback)
+
+
+def _registry(env: str) -> str:
+    """Point MLflow at the project's store; the registered model name of ``env``."""
+    from gymflow.lifecycle.home import project_home
+    from gymflow.lifecycle.model_registry import list_versions, registered_name
+    from gymflow.lifecycle.tracking import configure
+
+    configure(project_home())
+    name = registered_name(env)
+    if not list_versions(name):
+        typer.echo(
+            f"error: no registered model {name} in {project_home() / 'mlruns'} "
+            "(a `gymflow run` registers one; set GYMFLOW_HOME to use another project)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return name
+
+
+def models_list(env: str = ENV_OPTION) -> None:
+    """Versions newest first, with their aliases, gate evidence and lineage; then the alias history."""
+    from gymflow.lifecycle.model_registry import alias_history, aliases_by_version, list_versions
+
+    name = _registry(env)
+    typer.echo(f"{name}")
+    aliases = aliases_by_version(name)
+    for v in list_versions(name):
+        typer.echo(_version_line(v, aliases.get(str(v.version), [])))
+    history = alias_history(name)
+    if history:
+        typer.echo("alias history:")
+        for entry in history:
+            typer.echo(f"  {entry}")
+
+
+def _version_line(v, aliases: list[str]) -> str:
+    t = v.tags
+    aliases = ",".join(sorted(aliases)) or "-"
+    gate = {"True": "gate passed", "False": "gate failed"}.get(t.get("gate_passed"), "no gate")
+    evidence = ""
+    if "heldout.success" in t:
+        delta = float(t.get("heldout_delta_success", "nan"))
+        evidence = (
+            f"held-out success {float(t['heldout.success']):.3f} "
+            f"({100 * delta:+.1f} points over the start {t.get('heldout.delta_ci95', '')})"
+        )
+    if "grpo_minus_control" in t:
+        evidence += f", GRPO − control {100 * float(t['grpo_minus_control']):+.1f} points"
+    lineage = " ".join(
+        f"{key.split('.', 1)[1]}={t[key]}"
+        for key in ("lineage.env_version", "lineage.dataset_hash", "lineage.config_digest")
+        if key in t
+    )
+    return (
+        f"  v{v.version}\t[{aliases}]\t{t.get('gymflow.candidate', '?')}\t"
+        f"run {t.get('gymflow.run_id', '?')}\t{gate}\t{evidence}\t{lineage}"
+        f"\t{t.get('lineage.code_version', '')}"
+    )
+
+
+def promote(
+    version: str = typer.Argument(..., help="The version to make champion (see `models list`)."),
+    env: str = ENV_OPTION,
+    force: bool = typer.Option(False, help="Promote a version whose gate did not pass."),
+    reason: str = typer.Option("manual promotion", help="Why: kept in the alias history."),
+) -> None:
+    """Make VERSION the champion; the old champion becomes previous_champion."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.lifecycle.model_registry import get_version, promote_version
+
+    name = _registry(env)
+    version = version.removeprefix("v")
+    try:
+        found = get_version(name, version)
+        if found.tags.get("gate_passed") != "True" and not force:
+            typer.echo(
+                f"error: {name} v{version} did not pass its gate "
+                f"({found.tags.get('gate_reason', 'no gate result')}); add --force to promote it",
+                err=True,
+            )
+            raise typer.Exit(2)
+        previous = promote_version(name, version, f"{reason} (gymflow promote)")
+    except GymflowError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    was = f"v{previous}" if previous else "none"
+    typer.echo(f"{name}: champion v{version} (was {was}; previous_champion {was})")
+
+
+def rollback(
+    env: str = ENV_OPTION,
+    reason: str = typer.Option("manual rollback", help="Why: kept in the alias history."),
+) -> None:
+    """Move champion back to previous_champion."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.lifecycle.model_registry import alias_version
+    from gymflow.lifecycle.model_registry import rollback as roll_back
+
+    name = _registry(env)
+    try:
+        demoted, restored = roll_back(name, f"{reason} (gymflow rollback)")
+    except GymflowError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        raise typer.Exit(2) from None
+    earlier = alias_version(name, "previous_champion")
+    typer.echo(
+        f"{name}: champion v{restored} (was v{demoted}); "
+        f"previous_champion {'v' + earlier if earlier else 'none'}"
+    )
