@@ -49,3 +49,39 @@ def paired_delta(candidate: list[float], baseline: list[float]) -> dict:
     diffs = [c - b for c, b in zip(candidate, baseline, strict=True)]
     lo, hi = mean_ci(diffs)
     return {"delta": sum(diffs) / max(1, len(diffs)), "ci95": [lo, hi]}
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of pass@k from ``n`` samples of which ``c`` succeeded:
+    ``1 - C(n - c, k) / C(n, k)``, the chance that ``k`` of the ``n`` samples drawn without
+    replacement hold at least one success (Chen et al. 2021, "Evaluating Large Language Models
+    Trained on Code"). Exact integer binomials, so no rounding before the one division.
+
+    >>> pass_at_k(5, 2, 2)  # 1 - C(3, 2) / C(5, 2) = 1 - 3/10
+    0.7
+    >>> pass_at_k(4, 1, 1), pass_at_k(4, 0, 4), pass_at_k(4, 1, 4)
+    (0.25, 0.0, 1.0)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    if n - c < k:  # every draw of k holds a success
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation between order statistics
+    (numpy's default method); 0.0 for no values.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 50), percentile([1.0, 2.0, 3.0, 4.0], 95)
+    (2.5, 3.85)
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile needs 0 <= q <= 100, got {q}")
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)

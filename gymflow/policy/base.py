@@ -101,6 +101,8 @@ class ChatTurn:
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     """Sampling logprob of each of ``token_ids``; all three only when the server returns them."""
+    usage: dict[str, int] | None = None
+    """The server's token counts for this request (``prompt_tokens``, ``completion_tokens``)."""
     error: GymflowError | None = None
     """Set when no usable answer came back (after capped retries); the rest is empty then."""
 

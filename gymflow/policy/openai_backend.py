@@ -103,6 +103,7 @@ def to_turn(completion: ChatCompletion) -> ChatTurn:
         prompt_token_ids=completion.prompt_token_ids,
         token_ids=choice.token_ids,
         logprobs=[t.logprob for t in lps] if lps is not None else None,
+        usage=completion.usage.model_dump() if completion.usage else None,
     )
 
 

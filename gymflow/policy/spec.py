@@ -3,6 +3,9 @@
 * ``transformers:PATH`` or a bare ``PATH``: in-process transformers (CPU or GPU);
 * ``vllm:PATH``: in-process vLLM engine (GPU; ``pip install 'gymflow[gpu]'``);
 * ``openai:http://127.0.0.1:8000/v1?model=NAME``: any OpenAI-compatible server;
+* ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``: a version of the project home's MLflow
+  registry (e.g. ``models:/gymflow-tool_call@champion``), downloaded once into the home's cache
+  and run in-process with transformers (:mod:`gymflow.policy.registered`);
 * ``scripted:ENV``: no model — replays environment ENV's gold turns for each task (a perfect
   policy). For smoke tests and benchmarks of the rollout engine and env servers only: it needs
   the tasks (``load_policy(spec, tasks=...)``) and it learns nothing.
@@ -26,7 +29,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from gymflow.core.failures import FailureKind, GymflowError
 
-BACKENDS = ("transformers", "vllm", "openai", "scripted")
+BACKENDS = ("transformers", "vllm", "openai", "scripted", "models")
 OPENAI_OPTIONS = {"model", "timeout_s", "retries", "concurrency", "token_ids", "api_key_env"}
 KEY_VARIABLES = ("GYMFLOW_POLICY_API_KEY", "OPENAI_API_KEY")
 
@@ -54,6 +57,11 @@ def parse_spec(spec: str) -> PolicySpec:
         return PolicySpec("transformers", spec)  # a bare path
     if not rest:
         raise _bad(f"{spec!r} names no {'URL' if head == 'openai' else 'model folder'}")
+    if head == "models":
+        from gymflow.policy.registered import parse_registry_uri
+
+        parse_registry_uri(rest)  # refuses a malformed one now, before any work
+        return PolicySpec("models", rest)
     if head != "openai":
         return PolicySpec(head, rest)
     url = urlsplit(rest)
@@ -69,14 +77,21 @@ def parse_spec(spec: str) -> PolicySpec:
     return PolicySpec("openai", base, options)
 
 
-def load_policy(spec: str | PolicySpec, tasks: list | None = None):
+def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | None = None):
     """The policy a spec names: a token-level ``Policy`` or a message-level ``ChatPolicy``.
 
-    ``tasks`` are the tasks a ``scripted:ENV`` policy will be asked (the others ignore them).
+    ``tasks`` are the tasks a ``scripted:ENV`` policy will be asked (the others ignore them);
+    ``home`` is the project home whose registry a ``models:`` spec reads (default: the
+    ``GYMFLOW_HOME`` rule).
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
     if spec.backend == "scripted":
         return _gold_replay(spec.target, tasks)
+    if spec.backend == "models":
+        from gymflow.policy.registered import resolve
+        from gymflow.policy.transformers_backend import TransformersPolicy
+
+        return TransformersPolicy.from_path(str(resolve(spec.target, home).path))
     if spec.backend == "transformers":
         if not Path(spec.target).is_dir():
             raise _bad(f"no model folder at {spec.target!r}")

@@ -290,6 +290,8 @@ async def _advance_chat(
         }
         return
     ep.turns += 1
+    for key, count in (reply.usage or {}).items():
+        ep.usage[key] = ep.usage.get(key, 0) + int(count or 0)
     extend_token_view(ep, reply)
     new_items = chat_items(reply, turn)
     ep.items += new_items

@@ -42,6 +42,8 @@ class Episode:
     closed: bool = False
     """The server already ended the session (``/verify`` with ``close``)."""
     score: dict = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+    """Token counts the server reported, summed over turns (message backends that send usage)."""
     started_at: float = 0.0
     latency_s: float = 0.0
 
