@@ -1,18 +1,28 @@
-"""Stage 1: generate tasks, dedup, split by content hash, write Parquet, log MLflow datasets."""
+"""Stage 1: generate tasks, dedup, split, refuse leakage, write Parquet, log MLflow datasets.
+
+The leakage check runs here, before anything is written, because this stage's output is what
+every training stage reads: a held-out task (this run's, an added file's, or one an earlier
+run of the environment recorded in MLflow) or a near-duplicate of one in the train split stops
+the run with ``data_leakage`` (:func:`gymflow.data.task_set.assemble_tasks`).
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from prefect import task
 
-from gymflow.data.task_set import build_tasks
+from gymflow.data.heldout_record import log_record, recorded_heldout
+from gymflow.data.task_set import assemble_tasks
 from gymflow.data.task_table import dataset_hash, tasks_frame, write_tasks
 from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import TaskData
 from gymflow.tasks.options import STAGE_OPTIONS
+
+SPLITS = ("train", "val", "heldout")
 
 
 @task(name="generate_tasks", **STAGE_OPTIONS)
@@ -21,24 +31,51 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
 
     with stage(run, "generate_tasks") as info:
         env = get_env(cfg.env)
-        tasks = build_tasks(env, cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac)
+        settings = cfg.task_data
+        recorded = recorded_heldout(cfg.env, run.run_id) if settings.recorded_heldout else []
+        built = assemble_tasks(
+            env, cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac, settings, recorded
+        )
+        tasks = built.tasks
         out = run.dir / "data"
-        paths = {}
-        for split in ("train", "val", "heldout"):
+        paths, hashes = {}, {}
+        for split in SPLITS:
             part = [t for t in tasks if t.split == split]
             paths[split] = str(write_tasks(part, out / f"tasks-{split}.parquet"))
+            hashes[split] = dataset_hash(part)
             dataset = mlflow.data.from_polars(
-                tasks_frame(part), source=paths[split], name=f"{cfg.env}-{split}"
-            )
-            mlflow.log_input(dataset, context=split)
+                tasks_frame(part), source=paths[split], name=f"{cfg.env}-{split}",
+                digest=hashes[split],
+            )  # fmt: skip
+            mlflow.log_input(dataset, context=split, tags={"dataset_hash": hashes[split]})
+        (out / "dropped_near_heldout.jsonl").write_text(
+            "".join(json.dumps(_dropped_row(leak)) + "\n" for leak in built.dropped)
+        )
+        log_record(cfg.env, [t for t in tasks if t.split == "heldout"], out)
         counts = Counter(t.split for t in tasks)
-        mlflow.log_params({"env": cfg.env, "env_version": env.version, "n_drafts": cfg.n_tasks})
+        mlflow.log_params(
+            {"env": cfg.env, "env_version": env.version, "n_drafts": cfg.n_tasks,
+             "dataset_hash": dataset_hash(tasks),
+             **{f"dataset_hash_{split}": h for split, h in hashes.items()}}
+        )  # fmt: skip
         mlflow.log_metrics({f"tasks_{k}": v for k, v in counts.items()})
+        mlflow.log_metrics({f"dedup_{k}": v for k, v in built.counts.items()})
         mlflow.log_artifacts(str(out), artifact_path="data")
     return TaskData(
         paths=paths,
         counts=dict(counts),
         dataset_hash=dataset_hash(tasks),
         env_version=env.version,
+        split_hashes=hashes,
+        dedup=built.counts,
         stage=info,
     )
+
+
+def _dropped_row(leak) -> dict:
+    return {
+        "train_task_id": leak.train.id,
+        "heldout_id": leak.heldout.id,
+        "heldout_origin": leak.heldout.origin,
+        "similarity": leak.similarity,
+    }

@@ -66,6 +66,8 @@ class FailureKind(StrEnum):
     """A run configuration with an unknown key, a value out of range, or a file that is not JSON."""
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
+    DATA_LEAKAGE = "data_leakage"
+    """A held-out task, or a near-duplicate of one, is in the data a policy would train on."""
     INJECTED_FAILURE = "injected_failure"
     FOLDER_BUSY = "folder_busy"
     """Another process holds the folder's writer lock (two collectors into one folder)."""

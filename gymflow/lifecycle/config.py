@@ -7,6 +7,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gymflow.data.settings import TaskDataSettings
 from gymflow.eval.gate import GateSettings
 from gymflow.policy.tiny_model import TinyModelConfig
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
@@ -32,6 +33,10 @@ class LifecycleConfig(BaseModel):
     )
     val_frac: float = Field(
         0.05, gt=0, lt=1, description="Share of tasks for validation (by content hash)."
+    )
+    task_data: TaskDataSettings = Field(
+        default_factory=TaskDataSettings,
+        description="Near-duplicate detection, leakage checks and task files added to splits.",
     )
     demos: int = Field(
         300, ge=1, description="Size of the SFT demonstration set (the rest is GRPO's pool)."

@@ -39,6 +39,12 @@ class TaskData(StageResult):
     counts: dict[str, int]
     dataset_hash: str
     env_version: str
+    split_hashes: dict[str, str] = Field(default_factory=dict)
+    """Each split's dataset hash (logged as MLflow params and dataset digests)."""
+    dedup: dict[str, int] = Field(default_factory=dict)
+    """Drafts, exact duplicates and near-duplicates dropped or counted (``generate_tasks``)."""
+    coverage: str | None = None
+    """The coverage report (JSON) in the run folder."""
 
 
 class Checkpoint(StageResult):
