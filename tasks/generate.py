@@ -12,7 +12,9 @@ import json
 from collections import Counter
 
 from prefect import task
+from prefect.artifacts import create_table_artifact
 
+from gymflow.data.coverage import coverage_gaps, coverage_rows, plot_coverage
 from gymflow.data.heldout_record import log_record, recorded_heldout
 from gymflow.data.task_set import assemble_tasks
 from gymflow.data.task_table import dataset_hash, tasks_frame, write_tasks
@@ -61,6 +63,7 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
         mlflow.log_metrics({f"tasks_{k}": v for k, v in counts.items()})
         mlflow.log_metrics({f"dedup_{k}": v for k, v in built.counts.items()})
         mlflow.log_artifacts(str(out), artifact_path="data")
+        coverage = _report_coverage(env, tasks, run.dir / "reports")
     return TaskData(
         paths=paths,
         counts=dict(counts),
@@ -68,8 +71,30 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
         env_version=env.version,
         split_hashes=hashes,
         dedup=built.counts,
+        coverage=str(coverage),
         stage=info,
     )
+
+
+def _report_coverage(env, tasks, folder):
+    """Coverage per tool / template / difficulty / source: JSON + PNG in MLflow, a Prefect table."""
+    import mlflow
+
+    rows = coverage_rows(env, tasks)
+    gaps = coverage_gaps(rows)
+    path = folder / "coverage.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rows": rows, "gaps": gaps}, indent=2))
+    mlflow.log_artifact(str(path), artifact_path="reports")
+    mlflow.log_artifact(str(plot_coverage(rows, folder / "coverage.png")), artifact_path="reports")
+    mlflow.log_metric("coverage_gaps", len(gaps))
+    create_table_artifact(
+        key="task-coverage",
+        table=rows,
+        description=f"Tasks per split by tool, template, difficulty and source; {len(gaps)} "
+        "values held out but never trained on or the reverse (reports/coverage.json).",
+    )
+    return path
 
 
 def _dropped_row(leak) -> dict:

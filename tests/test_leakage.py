@@ -109,7 +109,7 @@ def test_the_flow_stops_before_training(gym_home, prefect_engine, tmp_path):
     assert not (Path(ctx.run_dir) / "data").exists(), "nothing written for a refused task set"
 
 
-def test_a_heldout_set_recorded_by_an_earlier_run_is_refused(gym_home, tmp_path):
+def test_a_heldout_set_recorded_by_an_earlier_run_is_refused(gym_home, prefect_engine, tmp_path):
     from gymflow.tasks.generate import generate_tasks
 
     first = _context("leak-recorder", tmp_path, gym_home)
