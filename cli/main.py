@@ -81,7 +81,11 @@ def run(
         typer.echo(f"resume with: gymflow run --run-id {run_id}", err=True)
         raise typer.Exit(1) from None
     typer.echo(render_table(summary))
-    typer.echo(f"summary: {run_dir / 'summary.json'}")
+    typer.echo(f"summary: {run_dir / 'summary.json'}, report: {run_dir / 'report.md'}")
+    links = summary.get("links", {})
+    for label, key in (("Prefect flow run", "prefect"), ("MLflow run", "mlflow")):
+        if key in links:
+            typer.echo(f"{label}: {links[key]}  (serve both UIs with `gymflow ui`)")
 
 
 @app.command()

@@ -1,7 +1,9 @@
 """The RLVR lifecycle: generate → profile → baseline → (SFT) → GRPO → held-out gate → promote.
 
 Wiring only: each stage is a Prefect task in ``tasks/`` returning a typed result
-(:mod:`gymflow.lifecycle.stage_results`) that the next stages take as input.
+(:mod:`gymflow.lifecycle.stage_results`) that the next stages take as input. The flow run is
+named after the run id and linked both ways with the run's MLflow parent run; the run ends with
+``summary.json`` and ``report.md`` (plots included) in the run folder, MLflow and Prefect.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from prefect import flow
 
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.run_links import link_flow_run
+from gymflow.lifecycle.run_report import publish_report
 from gymflow.lifecycle.stage_results import LifecycleResults
 from gymflow.lifecycle.summary import build_summary, write_summary
 from gymflow.tasks.evaluate import baseline_eval
@@ -23,10 +27,11 @@ from gymflow.tasks.promote import promote
 from gymflow.tasks.train import sft_stage, train_grpo_with_control
 
 
-@flow(name="rlvr-lifecycle")
+@flow(name="rlvr-lifecycle", flow_run_name="{run.run_id}")
 def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     """One run; returns ``summary.json``'s content. Baseline = the policy GRPO starts from."""
     started = time.time()
+    links = link_flow_run(run)
     data = generate_tasks(run, config)
     current = resolve_policy(run, config)
     profile = profile_verifier_stage(run, config, data, current)
@@ -47,6 +52,7 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
         heldout_gate=gate,
         promote=registry,
     )
-    summary = build_summary(run, config, results, time.time() - started)
+    summary = build_summary(run, config, results, time.time() - started, links)
     write_summary(run, summary)
+    publish_report(run, results, summary)
     return summary

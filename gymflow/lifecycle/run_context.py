@@ -32,31 +32,33 @@ class RunContext(BaseModel):
 
 
 def open_run(home: Path, run_dir: Path, config) -> RunContext:
-    """Save the run's config in its folder and find or create its MLflow parent run.
+    """Save the run's config in its folder, find or create its MLflow parent run and put the
+    config on it (artifact + flattened params).
 
     The run id is the folder's name, so ``gymflow run --run-id X`` finds the same run again.
     """
-    from gymflow.lifecycle.tracking import configure, parent_run_id
+    from gymflow.lifecycle.tracking import configure, log_config, parent_run_id
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
     configure(home)
     params = {"config_digest": config.digest(), "env": config.env}
+    parent = parent_run_id(run_dir.name, params)
+    log_config(parent, run_dir / "config.json", config.model_dump())
     return RunContext(
-        run_id=run_dir.name,
-        run_dir=str(run_dir),
-        home=str(home),
-        mlflow_parent_id=parent_run_id(run_dir.name, params),
+        run_id=run_dir.name, run_dir=str(run_dir), home=str(home), mlflow_parent_id=parent
     )
 
 
 @contextlib.contextmanager
 def stage(run: RunContext, name: str) -> Iterator[StageInfo]:
-    """Open the stage's nested MLflow run and time it; ``info.wall_s`` is set on exit.
+    """Open the stage's nested MLflow run and time it; ``info.wall_s`` is set on exit, and the
+    stage's key figures are published to Prefect (:mod:`gymflow.lifecycle.stage_report`).
 
     ``GYMFLOW_FAIL_AT=<stage>`` makes that stage fail once on entry (fault injection for
     resume drills and tests); the marker file under the run folder makes it fail only once.
     """
+    from gymflow.lifecycle.stage_report import publish_stage
     from gymflow.lifecycle.tracking import stage_run
 
     _maybe_inject_failure(run, name)
@@ -68,6 +70,7 @@ def stage(run: RunContext, name: str) -> Iterator[StageInfo]:
         import mlflow
 
         mlflow.log_metric("stage_wall_s", info.wall_s)
+        publish_stage(run.home, name, run.run_id, info.mlflow_run_id, info.wall_s)
 
 
 def _maybe_inject_failure(run: RunContext, name: str) -> None:

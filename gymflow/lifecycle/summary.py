@@ -11,8 +11,15 @@ from gymflow.lifecycle.stage_results import LifecycleResults
 _RATES = ("success", "reward", "valid_json")
 
 
-def build_summary(run: RunContext, config, results: LifecycleResults, wall_s: float) -> dict:
-    """``summary.json``: the held-out comparison, the gate, the registry and every stage's cost."""
+def build_summary(
+    run: RunContext,
+    config,
+    results: LifecycleResults,
+    wall_s: float,
+    links: dict[str, str] | None = None,
+) -> dict:
+    """``summary.json``: the held-out comparison, the gate, the registry, every stage's cost
+    and the run's addresses in the Prefect and MLflow UIs (``links``)."""
 
     def rates(s: dict) -> dict:
         return {k: s[k] for k in _RATES} | {f"{k}_ci95": s[f"{k}_ci95"] for k in _RATES}
@@ -22,6 +29,7 @@ def build_summary(run: RunContext, config, results: LifecycleResults, wall_s: fl
         "run_id": run.run_id,
         "run_dir": run.run_dir,
         "mlflow_run_id": run.mlflow_parent_id,
+        "links": links or {},
         "env": config.env,
         "config_digest": config.digest(),
         "wall_s": round(wall_s, 2),

@@ -14,6 +14,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 EXPERIMENT = "gymflow"
+EXPERIMENT_TAGS = {
+    # Open the experiment on its training runs, not on MLflow's GenAI overview.
+    "mlflow.experimentKind": "custom_model_development",
+    "mlflow.note.content": (
+        "gymflow lifecycle runs. Each run `lifecycle-<run id>` is a parent run with one nested "
+        "run per stage (generate_tasks, resolve_policy, profile_verifier, baseline_eval, sft, "
+        "grpo, sft_control, heldout_gate, promote). The parent run holds the config (artifact "
+        "`config.json` and flattened params), the summary table as its description, the plots "
+        "under `plots/`, `report.md`, and the Prefect flow run's id and address as tags "
+        "(`prefect.flow_run_url`). Registered models: `gymflow-<env>`, aliases `champion`, "
+        "`previous_champion`, `challenger`."
+    ),
+}
 
 
 def configure(home: Path) -> str:
@@ -27,10 +40,46 @@ def configure(home: Path) -> str:
     import mlflow
 
     mlflow.set_tracking_uri(uri)
-    if mlflow.get_experiment_by_name(EXPERIMENT) is None:
-        mlflow.create_experiment(EXPERIMENT, artifact_location=(mlruns / "artifacts").as_uri())
+    experiment = mlflow.get_experiment_by_name(EXPERIMENT)
+    if experiment is None:
+        mlflow.create_experiment(
+            EXPERIMENT, artifact_location=(mlruns / "artifacts").as_uri(), tags=EXPERIMENT_TAGS
+        )
+    elif any(experiment.tags.get(k) != v for k, v in EXPERIMENT_TAGS.items()):
+        for key, value in EXPERIMENT_TAGS.items():  # a store made before these tags existed
+            mlflow.MlflowClient().set_experiment_tag(experiment.experiment_id, key, value)
     mlflow.set_experiment(EXPERIMENT)
     return uri
+
+
+def flatten(values: dict, prefix: str = "") -> dict[str, str]:
+    """``{"grpo": {"learning_rate": 1e-4}}`` -> ``{"grpo.learning_rate": "0.0001"}``."""
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = str(value)[:6000]
+    return out
+
+
+def log_config(parent_id: str, config_file: Path, values: dict) -> None:
+    """The run's config on its parent run: ``config.json`` as an artifact, every field as a
+    param. MLflow params never change, so a resumed run whose config was changed keeps the
+    first values and records each change as a ``config.changed.<field>`` tag."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Param
+
+    client = MlflowClient()
+    client.log_artifact(parent_id, str(config_file))
+    logged = client.get_run(parent_id).data.params
+    flat = flatten(values)
+    new = [Param(k, v) for k, v in flat.items() if k not in logged]
+    for start in range(0, len(new), 100):  # MLflow takes at most 100 params a batch
+        client.log_batch(parent_id, params=new[start : start + 100])
+    for key, value in flat.items():
+        if key in logged and logged[key] != value:
+            client.set_tag(parent_id, f"config.changed.{key}", f"{logged[key]} -> {value}")
 
 
 def parent_run_id(run_id: str, params: dict | None = None) -> str:

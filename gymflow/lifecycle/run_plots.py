@@ -1,0 +1,130 @@
+"""The run's plots, as PNG: what a person would rather look at than read.
+
+* ``heldout_success.png`` — held-out success of the start (baseline), the GRPO candidate and the
+  SFT control, with their 95 % CIs, the promoted one marked;
+* ``training_curves.png`` — SFT's (and the control's) sampled validation success per check, and
+  per GRPO step the rollouts' mean reward, success rate and zero-variance group share;
+* ``reward_hist.png`` — held-out reward histograms of each policy and of GRPO's training rollouts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from gymflow.lifecycle.stage_results import LifecycleResults
+from gymflow.rollout.store import read_rollouts
+
+PLOTS_DIR = "plots"
+
+
+def draw_plots(run_dir: Path, results: LifecycleResults) -> list[Path]:
+    """Write the PNGs under ``run_dir/plots`` (Agg backend: no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = run_dir / PLOTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        _save(plt, _heldout_success(plt, results), folder / "heldout_success.png"),
+        _save(plt, _training_curves(plt, run_dir, results), folder / "training_curves.png"),
+        _save(plt, _reward_hist(plt, run_dir, results), folder / "reward_hist.png"),
+    ]
+
+
+def grpo_steps(run_dir: Path) -> pl.DataFrame:
+    """Per GRPO step: mean reward and success of the rollouts trained on, and the share of
+    generated groups whose samples all got one reward (zero variance: nothing to learn)."""
+    rows = read_rollouts(run_dir)
+    groups = rows.group_by("iteration", "group_id").agg(
+        zero=pl.col("reward").n_unique() == 1, used=pl.col("used_for_training").any()
+    )
+    used = rows.filter(pl.col("used_for_training"))
+    per_step = used.group_by("iteration").agg(
+        reward=pl.col("reward").mean(), success=pl.col("success").cast(pl.Float64).mean()
+    )
+    zero = groups.group_by("iteration").agg(zero_variance=pl.col("zero").mean())
+    return per_step.join(zero, on="iteration", how="full", coalesce=True).sort("iteration")
+
+
+def _policies(results: LifecycleResults) -> list[tuple[str, dict, str]]:
+    """``(label, held-out summary, candidate name)`` of each policy the gate evaluated."""
+    gate = results.heldout_gate
+    out = [("start (baseline)", gate.baseline, ""), ("GRPO", gate.candidate, "grpo")]
+    if gate.sft_control is not None:
+        out.append(("SFT control", gate.sft_control.summary, "sft_control"))
+    return out
+
+
+def _heldout_success(plt, results: LifecycleResults):
+    gate = results.heldout_gate
+    policies = _policies(results)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for i, (_, s, name) in enumerate(policies):
+        lo, hi = s["success_ci95"]
+        promoted = gate.gate.passed and name == gate.gate.chosen
+        color = "tab:green" if promoted else ("tab:gray" if not name else "tab:blue")
+        ax.bar(i, s["success"], yerr=[[s["success"] - lo], [hi - s["success"]]], capsize=5,
+               color=color, label="promoted" if promoted else None)  # fmt: skip
+        ax.text(i, hi + 0.02, f"{s['success']:.3f}", ha="center", fontsize=8)
+    ax.set_xticks(range(len(policies)), [p[0] for p in policies])
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel(f"held-out success (n={gate.n}, 95 % CI)")
+    chosen = gate.gate.chosen
+    ax.set_title(
+        f"promoted: {chosen}" if gate.gate.passed else f"nothing promoted (best: {chosen})"
+    )
+    if gate.gate.passed:
+        ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def _training_curves(plt, run_dir: Path, results: LifecycleResults):
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
+    sft_ax, grpo_ax, zero_ax = axes
+    for label, history in (
+        ("SFT", results.sft.history if results.sft else []),
+        ("SFT control", results.sft_control.history if results.sft_control else []),
+    ):
+        if history:
+            sft_ax.plot([h["step"] for h in history], [h["sampled_success"] for h in history],
+                        marker="o", label=label)  # fmt: skip
+    sft_ax.set(title="SFT: sampled val success", xlabel="step", ylim=(0, 1))
+    sft_ax.legend(fontsize=7)
+    steps = grpo_steps(run_dir)
+    grpo_ax.plot(steps["iteration"], steps["reward"], marker=".", label="mean reward")
+    grpo_ax.plot(steps["iteration"], steps["success"], marker=".", label="success")
+    low = min(0.0, *(steps["reward"].drop_nulls().to_list() or [0.0]))  # rewards may go below 0
+    grpo_ax.set(title="GRPO rollouts trained on", xlabel="step", ylim=(low - 0.05, 1.05))
+    grpo_ax.legend(fontsize=7)
+    zero_ax.plot(steps["iteration"], steps["zero_variance"], marker=".", color="tab:red")
+    zero_ax.set(title="GRPO: zero-variance group share", xlabel="step", ylim=(0, 1.05))
+    fig.tight_layout()
+    return fig
+
+
+def _reward_hist(plt, run_dir: Path, results: LifecycleResults):
+    gate = results.heldout_gate
+    rows = [("GRPO training rollouts", read_rollouts(run_dir)["reward"].drop_nulls())]
+    paths = {"start (baseline)": "baseline", "GRPO": "candidate", "SFT control": "sft_control"}
+    for label, _, _ in _policies(results):
+        path = run_dir / "eval" / f"heldout-{paths[label]}.parquet"
+        if path.exists():
+            rows.append((f"held-out: {label}", pl.read_parquet(path)["reward"]))
+    fig, axes = plt.subplots(1, len(rows), figsize=(3.2 * len(rows), 2.8), sharey=False)
+    for ax, (label, rewards) in zip(axes, rows, strict=True):
+        ax.hist(rewards.to_list(), bins=20, range=(min(0.0, rewards.min() or 0.0), 1.0))
+        ax.set(title=label, xlabel="reward")
+    axes[0].set_ylabel("episodes")
+    fig.suptitle(f"reward histograms (held-out n={gate.n})", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _save(plt, fig, path: Path) -> Path:
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,97 @@
+"""One report per run: ``report.md`` in the run folder, in MLflow and in Prefect.
+
+The report has the held-out table (start, GRPO candidate, SFT control with 95 % CIs), the gate's
+decision and why, the registry action, every stage's wall time, links to both UIs and the plots
+(:mod:`gymflow.lifecycle.run_plots`). The MLflow parent run gets it as its description (without
+the images, which MLflow's description cannot show) and the plots as artifacts under ``plots/``;
+the Prefect flow run gets it as the ``run-report`` markdown artifact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.run_plots import draw_plots
+from gymflow.lifecycle.stage_results import LifecycleResults
+
+_RATES = ("success", "reward", "valid_json")
+
+
+def summary_markdown(summary: dict) -> str:
+    """The held-out table, the gate, the registry and the stages' wall times, as markdown."""
+    h = summary["heldout"]
+    lines = [
+        f"Held-out n={h['n']}, greedy. Config digest `{summary['config_digest']}`, "
+        f"env `{summary['env']}`, started from {summary['policy_start']}.",
+        "",
+        "| policy | " + " | ".join(f"{k} [95% CI]" for k in _RATES) + " |",
+        "|---|" + "---|" * len(_RATES),
+    ]
+    policies = [("start (baseline)", h["baseline"]), ("GRPO candidate", h["candidate"])]
+    if summary.get("sft_control", {}).get("heldout"):
+        policies.append(("SFT control (same time)", summary["sft_control"]["heldout"]))
+    for label, s in policies:
+        cells = (f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    gate, reg = summary["gate"], summary["registry"]
+    lo, hi = h["ci95"]
+    moved = "moved to it" if reg["champion_alias_moved"] else "not moved"
+    lines += [
+        "",
+        f"GRPO − start: {100 * h['delta_success']:+.1f} points (95% CI [{100 * lo:+.1f}, "
+        f"{100 * hi:+.1f}])",
+        "",
+        f"**Gate: {'PASSED' if gate['passed'] else 'not passed'}** — {gate['reason']}",
+        "",
+        f"**Registry:** `{reg['model']}` v{reg['version']} ({reg.get('candidate')}) registered; "
+        f"champion {moved}.",
+        "",
+        "| stage | wall s |",
+        "|---|---|",
+        *(f"| {k} | {v:.1f} |" for k, v in summary["stages"].items() if v is not None),
+        f"| **total** | {summary['wall_s']:.1f} |",
+    ]
+    return "\n".join(lines)
+
+
+def report_markdown(summary: dict, plots: list[Path], run_dir: Path) -> str:
+    links = summary.get("links", {})
+    ui = " · ".join(
+        f"[{name}]({url})"
+        for name, url in (("Prefect flow run", links.get("prefect")), ("MLflow run", links.get("mlflow")))
+        if url
+    )  # fmt: skip
+    images = [f"![{p.stem}]({p.relative_to(run_dir).as_posix()})" for p in plots]
+    return "\n".join(
+        [f"# gymflow run `{summary['run_id']}`", "", ui, "", summary_markdown(summary), "",
+         "## Plots", "", *images, "", "Config: `config.json`; numbers: `summary.json`.", ""]
+    )  # fmt: skip
+
+
+def publish_report(run: RunContext, results: LifecycleResults, summary: dict) -> Path:
+    """Write ``report.md`` and the plots; put them in MLflow (parent run) and Prefect."""
+    import mlflow
+
+    plots = draw_plots(run.dir, results)
+    path = run.dir / "report.md"
+    path.write_text(report_markdown(summary, plots, run.dir))
+    with mlflow.start_run(run_id=run.mlflow_parent_id):
+        mlflow.log_artifacts(str(plots[0].parent), artifact_path="plots")
+        mlflow.log_artifact(str(path))
+        description = summary_markdown(summary) + "\n\nPlots: artifacts `plots/`; `report.md`."
+        mlflow.set_tag("mlflow.note.content", description)
+    _prefect_artifact(path.read_text(), summary["run_id"])
+    return path
+
+
+def _prefect_artifact(markdown: str, run_id: str) -> None:
+    from prefect.context import FlowRunContext
+
+    if FlowRunContext.get() is None:
+        return
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(
+        markdown, key="run-report", description=f"The report of lifecycle run {run_id}"
+    )
