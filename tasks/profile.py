@@ -1,19 +1,32 @@
-"""Stage 2: profile the verifier on gold answers, adversarial probes and policy samples."""
+"""Stage 2: profile the verifier on policy samples, gold answers and adversarial probes.
+
+Every sample is scored once in each of two processes (:mod:`gymflow.eval.profiling`). The
+report goes to MLflow (``reports/verifier_profile.json``, the reward histogram PNG, the whole
+sample table as markdown and HTML) and to Prefect (the probe table, the sample table as a
+markdown artifact) *before* the stage raises, so a stopped run shows why.
+"""
 
 from __future__ import annotations
 
 import json
 
 from prefect import task
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from gymflow.data.task_table import read_tasks
 from gymflow.env.registry import get_env
-from gymflow.eval.evaluation import sample_texts
+from gymflow.eval.profile_report import (
+    plot_rewards,
+    profile_summary,
+    samples_html,
+    samples_markdown,
+)
 from gymflow.eval.profiling import profile_verifier
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import Checkpoint, TaskData, VerifierProfile
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.rollout.episode import Sampling
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
@@ -21,49 +34,52 @@ from gymflow.tasks.options import STAGE_OPTIONS
 def profile_verifier_stage(
     run: RunContext, cfg: LifecycleConfig, data: TaskData, policy: Checkpoint
 ) -> VerifierProfile:
-    """Raises (stopping the flow) if the verifier is non-deterministic or rewards a probe."""
+    """Raises (stopping the flow) if the verifier is non-deterministic, errs, rewards a probe
+    above its ceiling or rejects a gold answer."""
     import mlflow
 
     with stage(run, "profile_verifier") as info:
         env = get_env(cfg.env)
-        tasks = read_tasks(data.paths["val"])[: max(8, cfg.profile_samples // 4)]
-        texts = sample_texts(env, policy.path, tasks, cfg.max_new_tokens, seed=cfg.seed)
-        report = profile_verifier(env, tasks, texts, cfg.profile_samples, cfg.seed)
-        path = run.dir / "reports" / "verifier_profile.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2))
-        mlflow.log_artifact(str(path), artifact_path="reports")
-        mlflow.log_artifact(str(_plot(report, path.with_suffix(".png"))), artifact_path="reports")
+        tasks = read_tasks(data.paths["val"]) or read_tasks(data.paths["train"])
+        sampling = Sampling(max_new_tokens=cfg.max_new_tokens, temperature=cfg.grpo.temperature)
+        backend = TransformersPolicy.from_path(policy.path)
+        report = profile_verifier(env, tasks, cfg.profile_samples, cfg.seed, backend, sampling)
+        summary = profile_summary(report, env.reward_range)
+        folder = run.dir / "reports"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "verifier_profile.json"
+        path.write_text(json.dumps(summary, indent=2))
+        markdown = samples_markdown(summary)
+        (folder / "verifier_samples.md").write_text(markdown)
+        (folder / "verifier_samples.html").write_text(samples_html(summary))
+        plot_rewards(summary, env.reward_range, path.with_suffix(".png"))
+        for name in ("verifier_profile.json", "verifier_profile.png", "verifier_samples.md",
+                     "verifier_samples.html"):  # fmt: skip
+            mlflow.log_artifact(str(folder / name), artifact_path="reports")
+        latency = summary["verify_latency_ms"].get("first_process", {})
         mlflow.log_metrics(
-            {"profile_n": report["n"], "profile_deterministic": float(report["deterministic"])}
-        )
+            {"profile_n": summary["n"], "profile_policy_share": summary["policy_share"],
+             "profile_deterministic": float(summary["determinism"]["differing"] == 0),
+             "profile_problems": len(summary["problems"]),
+             **{f"verify_ms_{k}": v for k, v in latency.items()}}
+        )  # fmt: skip
         create_table_artifact(
-            key="verifier-profile",
-            table=[
-                {k: r[k] for k in ("source", "task_id", "reward", "failure_kind")}
-                for r in report["rows"]
-            ],
-            description="Verifier profile: every sample scored twice (see MLflow for the full report).",
+            key="verifier-probes",
+            table=summary["probes"] or [{"probe": "(the environment has no probes)"}],
+            description="Each probe kind: samples, highest reward, its ceiling, how many "
+            "went over it.",
         )
+        create_markdown_artifact(
+            key="verifier-samples",
+            markdown=markdown,
+            description="Every profiled sample, both scores and the whole trajectory.",
+        )
+        report.raise_for_problems()
     return VerifierProfile(
-        n=report["n"], by_source=report["by_source"], report=str(path), stage=info
+        n=summary["n"],
+        by_source=summary["by_source"],
+        report=str(path),
+        policy_share=summary["policy_share"],
+        deterministic=summary["determinism"]["differing"] == 0,
+        stage=info,
     )
-
-
-def _plot(report: dict, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3))
-    for source in sorted({r["source"].split(":")[0] for r in report["rows"]}):
-        rewards = [r["reward"] for r in report["rows"] if r["source"].split(":")[0] == source]
-        ax.hist(rewards, bins=20, range=(-1, 1), alpha=0.6, label=f"{source} (n={len(rewards)})")
-    ax.set_xlabel("reward")
-    ax.set_ylabel("samples")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path

@@ -66,6 +66,8 @@ class FailureKind(StrEnum):
     """A run configuration with an unknown key, a value out of range, or a file that is not JSON."""
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
+    GOLD_REJECTED = "gold_rejected"
+    """The verifier scores a task's gold answer below its top: the verifier or the task is wrong."""
     DATA_LEAKAGE = "data_leakage"
     """A held-out task, or a near-duplicate of one, is in the data a policy would train on."""
     INJECTED_FAILURE = "injected_failure"

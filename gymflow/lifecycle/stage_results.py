@@ -67,6 +67,10 @@ class VerifierProfile(StageResult):
     n: int
     by_source: dict[str, Any]
     report: str
+    policy_share: float = 0.0
+    """Share of the samples the policy wrote (sampled, temperature > 0)."""
+    deterministic: bool = True
+    """Every sample got the same verdict in two processes."""
 
 
 class Evaluation(BaseModel):
