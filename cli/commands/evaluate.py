@@ -48,7 +48,7 @@ def evaluate(
     started = time.perf_counter()
     from pydantic import ValidationError
 
-    from gymflow.core.failures import GymflowError
+    from gymflow.core.failures import FailureKind, GymflowError
     from gymflow.lifecycle.config import LifecycleConfig
     from gymflow.lifecycle.home import project_home, quiet_libraries
 
@@ -61,7 +61,7 @@ def evaluate(
         problems = "; ".join(
             f"{_flag(str(e['loc'][0]))}: {e['msg']} (got {e['input']!r})" for e in exc.errors()
         )
-        typer.echo(f"error: {problems}", err=True)
+        typer.echo(f"error: [{FailureKind.BAD_REQUEST}] {problems}", err=True)
         raise typer.Exit(2) from None
     home = project_home()
     from gymflow.eval.splits import GeneratedSplit

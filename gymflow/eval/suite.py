@@ -35,8 +35,9 @@ from gymflow.policy.registered import RegisteredPolicy
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 from gymflow.rollout.store import Lineage
 
-SCRIPTED_BUDGET = 1 << 20
-"""A scripted policy's "tokens" are UTF-8 bytes: a model's budget would cut its gold turns."""
+SCRIPTED_BUDGET = 1 << 16
+"""Episode budget of a scripted policy: its "tokens" are UTF-8 bytes, which a model's budget
+would cut short (as ``gymflow rollouts collect`` does)."""
 
 
 class EvalOptions(BaseModel):
@@ -230,8 +231,11 @@ def _evaluate(
         t0 = time.perf_counter()
         env_rows, _ = evaluate_policy(
             env, build_app(env), policy, env_tasks, greedy=o.samples == 1, samples=o.samples,
-            max_new_tokens=SCRIPTED_BUDGET if scripted else o.max_new_tokens,
-            max_completion_tokens=SCRIPTED_BUDGET if scripted else o.max_completion_tokens,
+            max_new_tokens=o.max_new_tokens,
+            max_completion_tokens=(
+                max(o.max_completion_tokens, SCRIPTED_BUDGET) if scripted
+                else o.max_completion_tokens
+            ),
             seed=o.seed, temperature=o.temperature, out_dir=folder, lineage=lineage,
             keep_incomplete=True, append=i > 0,
         )  # fmt: skip
