@@ -96,3 +96,25 @@ def test_an_architecture_transformers_cannot_read_is_one_line(tmp_path):
     assert caught.value.kind is FailureKind.BAD_REQUEST
     assert "cannot load this GGUF" in caught.value.detail and "\n" not in caught.value.detail
     assert not list((tmp_path / "cache" / "gguf").glob("*"))  # nothing half-made left
+
+
+def test_tools_reach_a_template_without_them_and_sft_and_rollouts_see_the_same_ids(gguf):
+    from transformers import AutoTokenizer
+
+    from gymflow.data.task_set import build_tasks
+    from gymflow.env.registry import get_env
+    from gymflow.train.sft import demonstrations
+
+    folder = checkpoint_folder(f"catalog:{NAME}")
+    source = json.loads((folder / SOURCE_FILE).read_text())
+    assert "tools rendered" in source["chat_template"]
+    env = get_env("tool_call")
+    task = build_tasks(env, 40, seed=1, heldout_frac=0.0, val_frac=0.0)[0]
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    (demo,) = demonstrations(env, tokenizer, [task])
+    rollout_ids = TransformersPolicy.from_path(folder).encode_prompt(task.prompt, task.tools)
+    assert tokenizer(demo["prompt"], add_special_tokens=False)["input_ids"] == rollout_ids
+    for tool in task.tools:
+        assert tool["function"]["name"] in demo["prompt"]  # the model sees every tool
+    assert demo["completion"] == env.gold_text(task) + tokenizer.eos_token
+    assert env.gold_text(task).startswith("<tool_call>{")  # the format the template teaches

@@ -5,8 +5,10 @@ package) into a float model, which takes seconds (12.8 s for SmolLM2-135M here) 
 then refuses to ``save_pretrained`` ("quantized with gguf and is not serializable"). So the
 model is rebuilt from its config without the ``quantization_config``, given the loaded weights,
 and saved with its tokenizer and chat template as safetensors under
-``<cache>/gguf/<stem>-<sha256[:12]>/``: later loads take a fraction of a second, and every
-backend, trainer and export sees an ordinary ``from_pretrained`` folder. The folder is written
+``<cache>/gguf/<stem>-<sha256[:12]>-c<CONVERSION>/`` (a template that knows no tools gets them
+rendered into the system prompt, :mod:`gymflow.policy.tool_template`): later loads take a
+fraction of a second, and every backend, trainer and export sees an ordinary
+``from_pretrained`` folder. The folder is written
 beside its final name and renamed, so an interrupted conversion leaves nothing half-made.
 """
 
@@ -19,8 +21,11 @@ import uuid
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.policy.tool_template import knows_tools, with_tools
 
 SOURCE_FILE = "gguf_source.json"
+CONVERSION = 2
+"""Part of the cache folder's name: a change to what a conversion writes makes new folders."""
 
 
 CATALOG_PREFIX = "catalog:"
@@ -62,15 +67,13 @@ def materialize(gguf: Path, cache: Path) -> Path:
     if not gguf.is_file():
         raise GymflowError(FailureKind.BAD_REQUEST, f"{gguf}: no such GGUF file")
     sha = file_sha256(gguf)
-    folder = Path(cache) / "gguf" / f"{gguf.stem}-{sha[:12]}"
+    folder = Path(cache) / "gguf" / f"{gguf.stem}-{sha[:12]}-c{CONVERSION}"
     if (folder / SOURCE_FILE).exists():
         return folder
     staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.tmp")
     try:
-        _convert(gguf, staging)
-        (staging / SOURCE_FILE).write_text(
-            json.dumps({"gguf": str(gguf.resolve()), "sha256": sha}, indent=2) + "\n"
-        )
+        source = {"gguf": str(gguf.resolve()), "sha256": sha, **_convert(gguf, staging)}
+        (staging / SOURCE_FILE).write_text(json.dumps(source, indent=2) + "\n")
         if folder.exists():  # another process finished first: keep its copy
             return folder
         staging.rename(folder)
@@ -79,7 +82,8 @@ def materialize(gguf: Path, cache: Path) -> Path:
     return folder
 
 
-def _convert(gguf: Path, out: Path) -> None:
+def _convert(gguf: Path, out: Path) -> dict:
+    """Write the folder; what was changed on the way, for ``gguf_source.json``."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -101,4 +105,9 @@ def _convert(gguf: Path, out: Path) -> None:
     plain = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(config))
     plain.load_state_dict(loaded.state_dict())
     plain.save_pretrained(out)
+    changes = {}
+    if not knows_tools(tokenizer.chat_template):
+        tokenizer.chat_template = with_tools(tokenizer.chat_template)
+        changes["chat_template"] = "tools rendered into the system prompt (tool_template)"
     tokenizer.save_pretrained(out)
+    return changes

@@ -1,0 +1,60 @@
+"""Tool calling for chat templates that know no tools (SmolLM2's ChatML template, many others).
+
+Such a template drops the ``tools`` argument of ``apply_chat_template`` and renders an
+assistant turn's ``tool_calls`` as nothing, so the model would never see its tools and SFT
+would train on empty turns. :func:`with_tools` wraps the template: before it runs, the tool list
+and how to call a tool go into the system message (prepended to the first one, or as a new
+one), and an assistant turn's calls become its text, written exactly as the environments parse
+them (:func:`gymflow.core.tool_calls.render_call`: ``<tool_call>{"name": …, "arguments": …}
+</tool_call>``). The original template renders the rest unchanged. Since the SFT
+demonstrations, the rollout prompts and the OpenAI server all render through the tokenizer's
+template, they all see the same tokens.
+"""
+
+from __future__ import annotations
+
+TOOLS_INTRO = (
+    "You can call these tools. To call one, answer with "
+    '<tool_call>{"name": "<tool name>", "arguments": {<arguments as JSON>}}</tool_call>.'
+)
+
+_PREAMBLE = (
+    "{%- if tools %}"
+    "{%- set ns = namespace(text='" + TOOLS_INTRO + "' + '\\n' + 'Tools:') %}"
+    "{%- for t in tools %}{%- set f = t.function if t.function is defined else t %}"
+    "{%- set ns.text = ns.text + '\\n' + ({'name': f.name, 'description': f.description, "
+    "'parameters': f.parameters} | tojson) %}"
+    "{%- endfor %}"
+    "{%- if messages and messages[0].role == 'system' %}"
+    "{%- set messages = [{'role': 'system', 'content': ns.text + '\\n\\n' + messages[0].content}]"
+    " + messages[1:] %}"
+    "{%- else %}{%- set messages = [{'role': 'system', 'content': ns.text}] + messages %}"
+    "{%- endif %}{%- endif %}"
+    "{%- set calls = namespace(msgs=[]) %}"
+    "{%- for m in messages %}"
+    "{%- if m.role == 'assistant' and m.tool_calls %}"
+    "{%- set turn = namespace(text=m.content or '') %}"
+    "{%- for tc in m.tool_calls %}{%- set fn = tc.function if tc.function is defined else tc %}"
+    "{%- if fn.arguments is string %}"
+    "{%- set turn.text = turn.text + '<tool_call>{\"name\": ' + (fn.name | tojson) + "
+    "', \"arguments\": ' + fn.arguments + '}</tool_call>' %}"
+    "{%- else %}{%- set turn.text = turn.text + '<tool_call>' + "
+    "({'name': fn.name, 'arguments': fn.arguments} | tojson) + '</tool_call>' %}"
+    "{%- endif %}{%- endfor %}"
+    "{%- set calls.msgs = calls.msgs + [{'role': 'assistant', 'content': turn.text}] %}"
+    "{%- else %}{%- set calls.msgs = calls.msgs + [m] %}{%- endif %}"
+    "{%- endfor %}"
+    "{%- set messages = calls.msgs %}"
+)
+
+
+def knows_tools(template: str | None) -> bool:
+    """Whether a template renders the ``tools`` it is given."""
+    return bool(template) and "tools" in template
+
+
+def with_tools(template: str) -> str:
+    """``template`` with tools rendered into the system message and calls into their turns."""
+    if knows_tools(template):
+        return template
+    return _PREAMBLE + template
