@@ -14,6 +14,9 @@ from pathlib import Path
 
 UI_FILE = ".ui.json"
 DEFAULTS = {"prefect": "http://127.0.0.1:4200", "mlflow": "http://127.0.0.1:5000"}
+ML_MODE = "workflowType=machine_learning"
+"""MLflow 3.17's UI picks its mode (GenAI / model training) from this query parameter or the
+browser's last choice, not from the experiment's ``mlflow.experimentKind`` tag."""
 
 
 def ui_addresses(home: Path) -> dict[str, str]:
@@ -34,8 +37,13 @@ def prefect_flow_run_url(home: Path, flow_run_id: str) -> str:
     return f"{ui_addresses(home)['prefect']}/runs/flow-run/{flow_run_id}"
 
 
+def mlflow_experiment_url(home: Path, experiment_id: str) -> str:
+    """The experiment's runs table (MLflow's UI opens in its GenAI mode unless told)."""
+    return f"{ui_addresses(home)['mlflow']}/#/experiments/{experiment_id}?{ML_MODE}"
+
+
 def mlflow_run_url(home: Path, experiment_id: str, run_id: str) -> str:
-    return f"{ui_addresses(home)['mlflow']}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{ui_addresses(home)['mlflow']}/#/experiments/{experiment_id}/runs/{run_id}?{ML_MODE}"
 
 
 def mlflow_model_url(home: Path, name: str, version: str | None = None) -> str:

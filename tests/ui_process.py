@@ -1,0 +1,60 @@
+"""Run ``gymflow ui`` as a real child process in a given project home (tests of the UIs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GYMFLOW = str(Path(sys.executable).parent / "gymflow")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class UIProcess:
+    """``gymflow ui`` on free ports; :attr:`lines` holds what it printed once both answer."""
+
+    def __init__(self, home: Path, timeout_s: float = 120.0) -> None:
+        self.prefect_port, self.mlflow_port = free_port(), free_port()
+        env = os.environ | {"GYMFLOW_HOME": str(home)}
+        self.proc = subprocess.Popen(
+            [GYMFLOW, "ui", "--prefect-port",
+             str(self.prefect_port), "--mlflow-port", str(self.mlflow_port)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        deadline = time.monotonic() + timeout_s
+        while not any(line.startswith("both answering") for line in self.lines):
+            line = self.proc.stdout.readline()
+            if not line or time.monotonic() > deadline:
+                self.proc.kill()
+                raise RuntimeError("gymflow ui did not come up:\n" + "".join(self.lines) + line)
+            self.lines.append(line)
+        self.prefect = f"http://127.0.0.1:{self.prefect_port}"
+        self.mlflow = f"http://127.0.0.1:{self.mlflow_port}"
+
+    def ready_s(self) -> float:
+        line = next(x for x in self.lines if x.startswith("both answering"))
+        return float(re.search(r"after ([0-9.]+) s", line).group(1))
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 30.0) -> str:
+        """Send ``sig``; the rest of the output once it exited."""
+        self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=timeout_s)
+        return out
+
+    def __enter__(self) -> UIProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.stop()
