@@ -160,10 +160,11 @@ def test_nemo_gym_rows_evaluate_as_shipped(gym_home, tmp_path):
         (["--env", "tool_call", "--policy", "scripted:tool_call", "--run", "no-such-run"],
          "--run no-such-run"),
         (["--env", "tool_call", "--policy", "scripted:tool_call", "--samples", "0"], "--samples"),
-        (["--env", "tool_call", "--policy", "scripted:math"], "evaluate it with --env math"),
+        (["--env", "tool_call", "--policy", "scripted:math"], "--env math alone"),
+        (["--env", "tool_call,counter", "--policy", "scripted:tool_call"], "knows no other"),
         (["--env", "counter", "--policy", "scripted:counter", "--format", "bfcl", "--split",
           str(REPO / "environments/counter/examples/tasks.jsonl")], "unknown task format"),
-        (["--env", "tool_call,math", "--policy", "scripted:tool_call", "--split",
+        (["--env", "tool_call,math", "--policy", "openai:http://127.0.0.1:9/v1?model=m", "--split",
           str(REPO / "environments/tool_call/examples/tasks.jsonl")], "one environment's"),
     ],
 )  # fmt: skip
@@ -175,3 +176,31 @@ def test_bad_input_is_one_line_with_a_kind(gym_home, tmp_path, args, expected):
     assert err.startswith("error: [bad_request]") or err.startswith("error: [schema_violation]")
     assert expected in err
     assert not (tmp_path / "x").exists(), "nothing is written before the input is checked"
+
+
+def test_run_splits_are_used_and_other_envs_regenerated(gym_home, micro_tool_call_model, tmp_path):
+    from gymflow.data.task_set import build_tasks
+    from gymflow.data.task_table import write_tasks
+    from gymflow.env.registry import get_env
+
+    run = tmp_path / "runs" / "r1"
+    picked = [
+        t for t in build_tasks(get_env("tool_call"), 300, 9, 0.3, 0.0) if t.split == "heldout"
+    ]
+    write_tasks(picked[:7], run / "data" / "tasks-heldout.parquet")
+    out = tmp_path / "mixed"
+    result = gymflow(
+        "eval", "--env", "tool_call,counter", "--policy", f"transformers:{micro_tool_call_model}",
+        "--run", run,
+        "--limit", 5, "--out", out, "--no-mlflow",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = summary_of(out)
+    assert summary["sources"]["tool_call"] == "heldout of run r1"
+    assert summary["sources"]["counter"].endswith("run r1 has no counter tasks")
+    rows = read_rollouts(out)
+    assert set(rows.filter(pl.col("env") == "tool_call")["task_id"]) == {
+        t.task_id for t in picked[:5]
+    }
+    per_env = summary["policies"][0]["per_env"]
+    assert per_env["tool_call"]["n"] == per_env["counter"]["n"] == 5

@@ -25,11 +25,13 @@ def test_regenerated_splits_are_the_runs_own(gym_home, prefect_engine, tmp_path)
     env = get_env(cfg.env)
     for split in ("val", "heldout"):
         written = read_tasks(data.paths[split])
-        regenerated = eval_tasks(env, split, GeneratedSplit.like(cfg), cache_dir=tmp_path / "c")
+        regenerated = eval_tasks(
+            env, split, GeneratedSplit.like(cfg), cache_dir=tmp_path / "c"
+        ).tasks
         assert len(written) > 10
         assert regenerated == written, split
-        cached = eval_tasks(env, split, GeneratedSplit.like(cfg), cache_dir=tmp_path / "c")
+        cached = eval_tasks(env, split, GeneratedSplit.like(cfg), cache_dir=tmp_path / "c").tasks
         assert cached == written
     assert len(list((tmp_path / "c" / "eval-splits").glob("*.parquet"))) == 2
     other = GeneratedSplit.like(cfg.model_copy(update={"task_seed": 4}))
-    assert eval_tasks(env, "heldout", other, cache_dir=tmp_path / "c") != written
+    assert eval_tasks(env, "heldout", other, cache_dir=tmp_path / "c").tasks != written

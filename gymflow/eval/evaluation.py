@@ -149,7 +149,7 @@ def _episode_sizes(ep: Episode) -> dict:
     return {
         "turns": ep.turns,
         "tool_calls": ep.tool_calls,
-        "tool_errors": sum('"error"' in it.get("output", "")[:10] for it in outputs),
+        "tool_errors": sum(_is_error(it.get("output", "")) for it in outputs),
         "prompt_tokens": len(ep.prompt_ids),
         "completion_tokens": len(ep.completion_ids),
         "model_tokens": sum(ep.env_mask),
@@ -159,20 +159,28 @@ def _episode_sizes(ep: Episode) -> dict:
     }
 
 
+def _is_error(output: str) -> bool:
+    """A tool output the driver wrote for a failed call (``{"error": ...}``)."""
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and list(value) == ["error"]
+
+
 def _answer_excerpt(items: list[dict], limit: int = 200) -> str:
-    """The episode's last assistant output as text (its message, or its calls rendered)."""
+    """The episode's last assistant output as text: its message, or its last turn's calls
+    rendered (the tool outputs after them skipped)."""
+    calls: list[dict] = []
     for item in reversed(items):
-        if item.get("type") == "function_call":
-            calls = []
-            for it in reversed(items):
-                if it.get("type") != "function_call":
-                    break
-                calls.insert(0, it)
-            text = "".join(render_call(c["name"], _loaded(c["arguments"])) for c in calls)
-            return text[:limit]
-        if item.get("type") == "message" and item.get("role") == "assistant":
+        kind = item.get("type")
+        if kind == "function_call":
+            calls.insert(0, item)
+        elif calls:
+            break
+        elif kind == "message" and item.get("role") == "assistant":
             return str(item.get("content") or "")[:limit]
-    return ""
+    return "".join(render_call(c["name"], _loaded(c["arguments"])) for c in calls)[:limit]
 
 
 def _loaded(arguments: str):

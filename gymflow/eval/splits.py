@@ -2,7 +2,8 @@
 
 * ``val`` / ``heldout`` with a run folder (``--run RUN_ID``): that run's
   ``data/tasks-<split>.parquet``, the environment's rows of it — exactly what the run's
-  baseline and held-out gate saw.
+  baseline and held-out gate saw. An environment the run has no tasks of (a ``tool_call`` run
+  also checked on ``math``) gets its regenerated split, and its source says so.
 * ``val`` / ``heldout`` without a run: the environment's deterministic split, regenerated with
   the task settings of a default lifecycle run (:class:`GeneratedSplit`, filled by the caller
   from ``LifecycleConfig``'s defaults): the tasks are drafted from the same seed and split by
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -59,6 +61,13 @@ class GeneratedSplit(BaseModel):
         return hashlib.sha256(json.dumps(self.model_dump(), sort_keys=True).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class EvalTasks:
+    tasks: list[Task]
+    source: str
+    """Where they came from, for the report (``heldout of run X``, ``file F (gsm8k)`` ...)."""
+
+
 def eval_tasks(
     env: Environment,
     split: str,
@@ -66,15 +75,16 @@ def eval_tasks(
     fmt: str = "gymflow",
     run_dir: Path | None = None,
     cache_dir: Path | None = None,
-) -> list[Task]:
+) -> EvalTasks:
     """The tasks of ``split`` for ``env`` (see the module docstring); never empty."""
     if split in SPLIT_NAMES:
-        if run_dir is not None:
-            tasks = _of_env(env, _run_split(run_dir, split))
-            where = f"run {run_dir.name}'s {split} split"
-        else:
+        tasks = _of_env(env, _run_split(run_dir, split)) if run_dir is not None else []
+        where = f"{split} of run {run_dir.name}" if run_dir is not None else ""
+        if not tasks:
             tasks = _generated(env, split, generated, cache_dir)
-            where = f"the generated {split} split"
+            where = f"{split}, regenerated (default task settings)"
+            if run_dir is not None:
+                where += f"; run {run_dir.name} has no {env.name} tasks"
     else:
         path = Path(split)
         if not path.is_file():
@@ -84,15 +94,14 @@ def eval_tasks(
                 "(.parquet task table, or JSONL in --format)",
             )
         if path.suffix == ".parquet":
-            tasks = _of_env(env, read_tasks(path))
+            tasks, where = _of_env(env, read_tasks(path)), f"file {path}"
         else:
-            tasks = list(load_tasks(env, path, fmt).values())
-        where = str(path)
+            tasks, where = list(load_tasks(env, path, fmt).values()), f"file {path} ({fmt})"
     if not tasks:
         raise GymflowError(
             FailureKind.BAD_REQUEST, f"{where} holds no {env.name} tasks; pick another split"
         )
-    return tasks
+    return EvalTasks(tasks, where)
 
 
 def _run_split(run_dir: Path, split: str) -> list[Task]:

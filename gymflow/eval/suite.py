@@ -158,8 +158,14 @@ def run_eval(options: EvalOptions, home: Path, generated: GeneratedSplit) -> Eva
     started = time.perf_counter()
     envs = [get_env(name) for name in dict.fromkeys(options.envs)]
     specs = [s for s in (options.policy, options.against) if s]
-    for spec in specs:
-        parse_spec(spec)  # a bad spec fails before any work
+    for spec in specs:  # a bad spec fails before any work
+        parsed = parse_spec(spec)
+        if parsed.backend == "scripted" and [e.name for e in envs] != [parsed.target]:
+            raise GymflowError(
+                FailureKind.BAD_REQUEST,
+                f"{spec} replays {parsed.target}'s gold answers and knows no other tasks: "
+                f"evaluate it with --env {parsed.target} alone",
+            )
     run_dir = _run_folder(home, options.run) if options.run else None
     if (
         options.split not in SPLIT_NAMES
@@ -171,16 +177,15 @@ def run_eval(options: EvalOptions, home: Path, generated: GeneratedSplit) -> Eva
             f"--split {options.split}: a JSONL task file is one environment's; evaluate several "
             "environments on val, heldout or a .parquet task table",
         )
-    tasks = {
-        env.name: eval_tasks(env, options.split, generated, options.fmt, run_dir, home / ".cache")[
-            : options.limit
-        ]
+    found = {
+        env.name: eval_tasks(env, options.split, generated, options.fmt, run_dir, home / ".cache")
         for env in envs
-    }  # fmt: skip
+    }
+    tasks = {name: f.tasks[: options.limit] for name, f in found.items()}
+    sources = {name: f.source for name, f in found.items()}
     _refuse_shared_ids(tasks)
     eval_id = new_run_id()
     out = Path(options.out or home / "evals" / eval_id).resolve()
-    sources = {env.name: _source(options, run_dir) for env in envs}
     labels = ["policy", "against"]
     evaluated = []
     for label, spec in zip(labels, specs, strict=False):
@@ -255,11 +260,6 @@ def _load_policy(spec: str, tasks: dict[str, list[Task]], home: Path):
     if parsed.backend == "models":
         registered = resolve(parsed.target, home)
         return load_policy(f"transformers:{registered.path}"), registered
-    if parsed.backend == "scripted" and parsed.target not in tasks:
-        raise GymflowError(
-            FailureKind.BAD_REQUEST,
-            f"{spec} replays {parsed.target}'s gold answers: evaluate it with --env {parsed.target}",
-        )
     return load_policy(parsed, tasks=tasks.get(parsed.target), home=home), None
 
 
@@ -272,14 +272,6 @@ def _run_folder(home: Path, run: str) -> Path:
         f"--run {run}: no run folder with data/ at {run} or {home / 'runs' / run}; "
         "give a run id from <home>/runs or a run folder",
     )
-
-
-def _source(o: EvalOptions, run_dir: Path | None) -> str:
-    if o.split not in SPLIT_NAMES:
-        return f"file {o.split}" + (f" ({o.fmt})" if not o.split.endswith(".parquet") else "")
-    if run_dir is not None:
-        return f"{o.split} of run {run_dir.name}"
-    return f"{o.split}, regenerated (default task settings)"
 
 
 def _refuse_shared_ids(tasks: dict[str, list[Task]]) -> None:
