@@ -37,6 +37,7 @@ def profile_summary(report: ProfileReport, reward_range: tuple[float, float]) ->
             "processes": sorted({report.first[0].pid, report.second[0].pid}) if rows else [],
         },
         "verify_latency_ms": _latency(report),
+        "timings_s": {k: round(v, 2) for k, v in report.timings.items()},
         "problems": [f"[{kind}] {message}" for kind, message in report.problems],
         "rows": rows,
     }

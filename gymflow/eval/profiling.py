@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -65,6 +66,8 @@ class ProfileReport:
     first: list[Scoring]
     second: list[Scoring]
     policy_requested: int
+    timings: dict[str, float] = field(default_factory=dict)
+    """``gather_s`` (episodes through the server) and ``score_s`` (both processes)."""
     problems: list[tuple[FailureKind, str]] = field(default_factory=list)
 
     def raise_for_problems(self) -> None:
@@ -94,9 +97,12 @@ def profile_verifier(
         raise GymflowError(
             FailureKind.BAD_CONFIG, "profile the policy's sampled outputs: temperature > 0"
         )
+    started = time.perf_counter()
     samples, requested = asyncio.run(_gather(env, list(tasks), n, seed, policy, sampling))
+    gathered = time.perf_counter()
     first, second = score_in_two_processes(env, [(s.task, s.items) for s in samples])
-    report = ProfileReport(samples, first, second, requested)
+    timings = {"gather_s": gathered - started, "score_s": time.perf_counter() - gathered}
+    report = ProfileReport(samples, first, second, requested, timings)
     report.problems = find_problems(samples, first, second)
     return report
 
@@ -181,6 +187,8 @@ async def _gather(
             samples += [
                 await _gold(client, env, order[(n_gold + i) % len(order)]) for i in range(missing)
             ]
+    while len(samples) > n and samples[0].source == "policy":  # probe kinds found late
+        samples.pop(0)
     return samples, n_policy
 
 
