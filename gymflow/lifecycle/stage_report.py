@@ -14,18 +14,23 @@ from pathlib import Path
 from gymflow.lifecycle.ui_links import mlflow_run_url
 
 MAX_LOG_LINES = 40
+MAX_PARAMS = 30
 _SHOWN_TAGS = ("gate.chosen", "gate.reason", "gymflow.candidate")
 
 
 def stage_figures(mlflow_run_id: str) -> list[tuple[str, str]]:
-    """``(name, value)`` of the stage run's metrics, params and gate tags, sorted by name."""
+    """``(name, value)``: the stage run's metrics, then its gate tags, then its params (left
+    out when a trainer logged its whole argument list: more than ``MAX_PARAMS``)."""
     from mlflow import MlflowClient
 
     data = MlflowClient().get_run(mlflow_run_id).data
-    figures = [(k, _number(v)) for k, v in data.metrics.items()]
-    figures += [(k, str(v)) for k, v in data.params.items()]
+    figures = sorted((k, _number(v)) for k, v in data.metrics.items())
     figures += [(k, data.tags[k]) for k in _SHOWN_TAGS if k in data.tags]
-    return sorted(figures)
+    if len(data.params) <= MAX_PARAMS:
+        figures += sorted((k, str(v)) for k, v in data.params.items())
+    else:
+        figures.append(("params", f"{len(data.params)} (trainer arguments) in MLflow"))
+    return figures
 
 
 def publish_stage(home: str, stage: str, run_id: str, mlflow_run_id: str, wall_s: float) -> None:
