@@ -1,11 +1,17 @@
-"""Serve the lifecycle flow as a scheduled Prefect deployment (nightly by default).
+"""The project's Prefect deployments: the lifecycle, evaluation and collection flows on cron.
 
-    PREFECT_HOME=$PWD/.prefect .venv/bin/prefect server start --background   # the scheduler
-    PREFECT_API_URL=http://127.0.0.1:4200/api .venv/bin/python -m gymflow.deployments.lifecycle --cron "0 3 * * *"
+    gymflow ui                                   # the project's Prefect server (and MLflow UI)
+    gymflow deploy --cron "0 3 * * *"            # registers the deployments and serves them
 
-Each scheduled run gets a new run id and starts from the registry's champion (or the embedded
-model on the first run), so a run with nothing new still evaluates and gates honestly.
-Stop the serving process with SIGTERM (Prefect pauses the schedule on exit).
+(``python -m gymflow.deployments.lifecycle`` does the same as ``gymflow deploy``.) Parameters
+are typed: the lifecycle's are :class:`~gymflow.lifecycle.config.LifecycleConfig`'s fields, the
+evaluation's :class:`~gymflow.eval.suite.EvalOptions`, the collection's
+:class:`~gymflow.rollout.collection.CollectOptions`, so the Prefect UI shows a form, not a JSON
+box. A scheduled lifecycle run first fingerprints its inputs (task-data hash, champion version,
+config digest, code version: :mod:`gymflow.lifecycle.run_inputs`); when a finished run had the
+same, it ends in seconds and says which run did the work. Its run id comes from its flow run,
+so a retry of a failed flow run (the Prefect UI's Retry, or ``gymflow rerun``) works in the
+same run folder: finished stages are reused and the failed one runs again.
 """
 
 from __future__ import annotations
@@ -20,43 +26,96 @@ configure_prefect(project_home())  # before Prefect reads its settings
 
 from prefect import flow  # noqa: E402
 
+from gymflow.lifecycle.config import LifecycleConfig  # noqa: E402
 
-@flow(name="rlvr-lifecycle-scheduled")
-def scheduled_lifecycle(config: dict | None = None) -> dict:
-    """Entry point of the deployment: one lifecycle run with a fresh run id."""
+
+def scheduled_run_id(flow_run_id: str | None) -> str:
+    """One run id per flow run (its retries included); a fresh one outside a flow run."""
     from gymflow.core.ids import new_run_id
+
+    return f"sched-{flow_run_id[:13]}" if flow_run_id else new_run_id()
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return scheduled_run_id(flow_run.get_id())
+
+
+@flow(name="rlvr-lifecycle-scheduled", flow_run_name=_flow_run_name)
+def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = False) -> dict:
+    """A lifecycle run of ``config`` (default: the embedded default) unless nothing changed
+    since a finished run (``force`` runs anyway)."""
+    from prefect.artifacts import create_markdown_artifact
+    from prefect.logging import get_run_logger
+    from prefect.runtime import flow_run
+
     from gymflow.flows.lifecycle import lifecycle
-    from gymflow.lifecycle.run_config import run_config
+    from gymflow.lifecycle.run_config import check_env
     from gymflow.lifecycle.run_context import open_run
+    from gymflow.lifecycle.run_inputs import current_inputs, finished_run_with
+    from gymflow.lifecycle.tracking import configure
 
     home = project_home()
-    cfg = run_config(overrides=config)  # bad_config, naming the field, before any work
-    return lifecycle(open_run(home, home / "runs" / new_run_id(), cfg), cfg)
+    cfg = config or LifecycleConfig()
+    check_env(cfg.env)  # bad_config, naming the environments there are, before any work
+    configure(home)
+    run_dir = home / "runs" / scheduled_run_id(flow_run.get_id())
+    if not force and not (run_dir / "config.json").exists():
+        inputs = current_inputs(cfg)
+        if (done := finished_run_with(inputs)) is not None:
+            reason = f"nothing new since run {done}: {inputs.describe()}"
+            get_run_logger().info("skipped: %s", reason)
+            create_markdown_artifact(f"**Skipped** — {reason}.", key="lifecycle-skipped")
+            return {"skipped": True, "same_as_run": done, "reason": reason}
+    return lifecycle(open_run(home, run_dir, cfg), cfg)
 
 
-def main() -> None:
+def lifecycle_deployment(cron: str | None, config: LifecycleConfig, name: str = "nightly"):
+    """The scheduled lifecycle with every field of ``config`` as its parameters (one at a time)."""
+    return scheduled_lifecycle.to_deployment(
+        name=name, cron=cron, tags=["gymflow"], parameters={"config": config.model_dump()},
+        concurrency_limit=1, description="The RLVR lifecycle; skips when nothing is new.",
+    )  # fmt: skip
+
+
+def evaluate_deployment(cron: str | None, env: str, name: str = "champion-eval"):
+    from gymflow.flows.evaluate import evaluate
+    from gymflow.lifecycle.model_registry import registered_name
+
+    options = {"envs": [env], "policy": f"models:/{registered_name(env)}@champion"}
+    return evaluate.to_deployment(
+        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}
+    )
+
+
+def collect_deployment(cron: str | None, options: dict, name: str = "collect"):
+    from gymflow.flows.collect import collect
+
+    return collect.to_deployment(
+        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cron", default="0 3 * * *", help="Cron schedule (UTC).")
+    parser.add_argument("--cron", default="0 3 * * *", help="Lifecycle schedule (UTC).")
     parser.add_argument("--name", default="nightly")
     parser.add_argument(
         "--config", type=Path, help="JSON file of LifecycleConfig fields every run overrides."
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from gymflow.core.failures import GymflowError
     from gymflow.lifecycle.run_config import read_overrides, run_config
 
     try:  # refuse a bad config now, not at 03:00
         overrides = read_overrides(args.config) if args.config else None
-        run_config(overrides=overrides)
+        cfg = run_config(overrides=overrides)
     except GymflowError as exc:
         sys.exit(f"error: {exc}")
-    scheduled_lifecycle.serve(
-        name=args.name,
-        cron=args.cron,
-        tags=["gymflow"],
-        limit=1,
-        parameters={"config": overrides} if overrides else None,
-    )
+    from prefect import serve
+
+    serve(lifecycle_deployment(args.cron, cfg, args.name))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gymflow.lifecycle.code_version import code_version
 from gymflow.lifecycle.run_context import RunContext
+from gymflow.lifecycle.run_inputs import INPUTS_TAG, RunInputs
 from gymflow.lifecycle.stage_results import LifecycleResults
 
 _RATES = ("success", "reward", "valid_json")
@@ -25,11 +27,20 @@ def build_summary(
         return {k: s[k] for k in _RATES} | {f"{k}_ci95": s[f"{k}_ci95"] for k in _RATES}
 
     gate, grpo = results.heldout_gate, results.grpo
+    inputs = RunInputs(
+        env=config.env,
+        env_version=results.generate_tasks.env_version,
+        dataset_hash=results.generate_tasks.dataset_hash,
+        champion_version=results.resolve_policy.champion_version,
+        config_digest=config.digest(),
+        code_version=code_version(),
+    )
     summary = {
         "run_id": run.run_id,
         "run_dir": run.run_dir,
         "mlflow_run_id": run.mlflow_parent_id,
         "links": links or {},
+        "inputs": inputs.model_dump() | {"fingerprint": inputs.fingerprint()},
         "env": config.env,
         "config_digest": config.digest(),
         "wall_s": round(wall_s, 2),
@@ -94,6 +105,7 @@ def write_summary(run: RunContext, summary: dict) -> Path:
         if summary["gate"].get("grpo_minus_control") is not None:
             metrics["grpo_minus_control"] = summary["gate"]["grpo_minus_control"]
         mlflow.log_metrics(metrics)
+        mlflow.set_tag(INPUTS_TAG, summary["inputs"]["fingerprint"])  # what it was run on
     return path
 
 

@@ -1,0 +1,142 @@
+"""``gymflow deploy`` against a real Prefect server (``gymflow ui``), end to end.
+
+A smoke-budget lifecycle deployment with a cron schedule and typed parameters is registered and
+served. Run 1 is triggered through the API and fails at GRPO (``GYMFLOW_FAIL_AT=grpo``, once);
+it is retried through the API exactly as the Prefect UI's Retry button does (state
+``AwaitingRetry``) and completes in the same run folder, every stage having run once (the
+stages before GRPO come from Prefect's cache). Run 2, triggered with nothing new (same data,
+champion, config and code), ends without running a stage and names run 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from ui_process import GYMFLOW, UIProcess
+
+STAGES = [
+    "generate_tasks", "resolve_policy", "profile_verifier", "baseline_eval", "sft", "grpo",
+    "sft_control", "heldout_gate", "promote",
+]  # fmt: skip
+TRAINING = {"sft", "grpo", "sft_control"}
+
+
+def _api(url: str, body: dict | None = None):
+    data = json.dumps(body).encode() if body is not None else None
+    method = "POST" if body is not None else "GET"
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read()
+        return json.loads(text) if text else None
+
+
+def _wait(ui, flow_run_id: str, timeout_s: float = 1200) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = _api(f"{ui.prefect}/api/flow_runs/{flow_run_id}")
+        if run["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+            return run
+        time.sleep(2)
+    raise AssertionError(f"flow run {flow_run_id} still {run['state_name']} after {timeout_s} s")
+
+
+def _stage_runs(ui, run_id: str) -> dict[str, list[str]]:
+    """``{stage: [status, ...]}`` of the MLflow stage runs of lifecycle run ``run_id``."""
+    found = _api(
+        f"{ui.mlflow}/api/2.0/mlflow/runs/search",
+        {
+            "experiment_ids": ["1"],
+            "filter": f"tags.`gymflow.run_id` = '{run_id}'",
+            "max_results": 500,
+        },
+    ).get("runs", [])
+    out: dict[str, list[str]] = {}
+    for run in found:
+        tags = {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+        if "gymflow.stage" in tags:
+            out.setdefault(tags["gymflow.stage"], []).append(run["info"]["status"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    home = tmp_path_factory.mktemp("deployhome")
+    with UIProcess(home) as ui:
+        env = os.environ | {"GYMFLOW_HOME": str(home), "GYMFLOW_FAIL_AT": "grpo"}
+        log = (home / "deploy.log").open("w")
+        deploy = subprocess.Popen(
+            [GYMFLOW, "deploy", "--smoke", "--cron", "0 3 * * *", "--eval-cron", ""],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                found = _api(f"{ui.prefect}/api/deployments/filter", {})
+                names = {d["name"]: d for d in found}
+                if "nightly" in names and "champion-eval" in names:
+                    break
+                assert deploy.poll() is None, (home / "deploy.log").read_text()
+                assert time.monotonic() < deadline, "deployments not registered in 180 s"
+                time.sleep(1)
+            yield ui, home, names
+        finally:
+            deploy.terminate()
+            deploy.wait(timeout=60)
+
+
+def test_deployments_are_registered_with_cron_and_typed_parameters(served):
+    _, _, deployments = served
+    nightly = deployments["nightly"]
+    assert [s["schedule"]["cron"] for s in nightly["schedules"]] == ["0 3 * * *"]
+    schema = nightly["parameter_openapi_schema"]
+    config = schema["definitions"]["LifecycleConfig"]["properties"]
+    assert {"grpo", "sft", "gate", "n_tasks", "seed"} <= set(config)  # a form, not a dict
+    assert nightly["parameters"]["config"]["grpo"]["max_steps"] == 3  # the smoke budget
+    evaluation = deployments["champion-eval"]
+    assert evaluation["parameters"]["options"]["policy"] == "models:/gymflow-tool_call@champion"
+
+
+def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
+    ui, home, deployments = served
+    nightly = deployments["nightly"]["id"]
+    first = _api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
+    failed = _wait(ui, first["id"])
+    assert failed["state_type"] == "FAILED", failed["state"]
+    run_id = f"sched-{first['id'][:13]}"
+    assert failed["name"] == run_id, "the flow run is named after its run id"
+    run_dir = home / "runs" / run_id
+    assert (run_dir / ".injected-failure-grpo").exists() and not (run_dir / "summary.json").exists()
+    before = _stage_runs(ui, run_id)
+    assert set(before) >= {"generate_tasks", "resolve_policy", "profile_verifier", "sft"}
+    assert "grpo" not in before and "heldout_gate" not in before
+
+    retry = {"state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False}  # fmt: skip
+    _api(f"{ui.prefect}/api/flow_runs/{first['id']}/set_state", retry)
+    done = _wait(ui, first["id"])
+    assert done["state_type"] == "COMPLETED", done["state"]
+    assert (run_dir / "summary.json").exists(), "the retry finished in the same run folder"
+    after = _stage_runs(ui, run_id)
+    for stage in STAGES:
+        if stage == "sft_control":
+            continue  # ran beside GRPO: it may have started before GRPO failed
+        assert after.get(stage) == ["FINISHED"], f"{stage}: {after.get(stage)} (one run expected)"
+
+    second = _api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
+    started = time.monotonic()
+    skipped = _wait(ui, second["id"])
+    assert skipped["state_type"] == "COMPLETED", skipped["state"]
+    assert not _stage_runs(ui, f"sched-{second['id'][:13]}"), "a stage ran though nothing changed"
+    artifacts = _api(
+        f"{ui.prefect}/api/artifacts/filter",
+        {"artifacts": {"flow_run_id": {"any_": [second["id"]]}}},
+    )
+    note = next(a["data"] for a in artifacts if a["key"] == "lifecycle-skipped")
+    assert f"nothing new since run {run_id}" in note
+    print(f"skipped run took {time.monotonic() - started:.1f} s from trigger to completed")
