@@ -84,6 +84,7 @@ def test_served_policy_is_evaluated_like_the_same_model_in_process(
     assert usage["prompt_tokens"] + usage["completion_tokens"] == local_rows["tokens"].sum()
     completion = local_rows.select(pl.col("completion_ids").list.len().sum()).item()
     assert usage["completion_tokens"] == completion
+    assert over_http["tokens"] == in_process["tokens"], "tokens per episode, from usage or view"
     assert usage["cost_usd"] == pytest.approx(
         (usage["prompt_tokens"] * 1.5 + usage["completion_tokens"] * 6) / 1e6
     )

@@ -13,7 +13,8 @@
   ``right_tool`` and ``arg_accuracy`` (only where the verifier reports ``tool`` / ``args``
   components), ``tool_execution`` (episodes whose executed tool calls all ran without an error,
   among those that executed one), ``unsafe_rate``;
-* ``turns``, ``tool_calls``, ``tokens`` (prompt + completion of the token view), ``latency_p50``
+* ``turns``, ``tool_calls``, ``tokens`` (prompt + completion of the token view; for a message
+  backend without one, of the usage its server reported), ``latency_p50``
   / ``latency_p95`` (seconds per episode, seed to verdict), and ``usage`` with ``cost_usd``
   where the backend reported token usage (``openai``) and prices were given;
 * ``failure_buckets`` — per failure kind: its category (format, wrong tool, bad arguments,
@@ -95,7 +96,7 @@ def measure(rows: list[dict], prices: tuple[float, float] | None = None) -> dict
         "tool_execution": _rate([r["tool_errors"] == 0 for r in rows if r["tool_calls"]]),
         "turns": _mean(rows, "turns"),
         "tool_calls": _mean(rows, "tool_calls"),
-        "tokens": sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / max(1, n),
+        "tokens": sum(_tokens(r) for r in rows) / max(1, n),
         "model_tokens": _mean(rows, "model_tokens"),
         "latency_p50": percentile([r["latency_s"] for r in rows if r["scored"]], 50),
         "latency_p95": percentile([r["latency_s"] for r in rows if r["scored"]], 95),
@@ -160,6 +161,12 @@ def _ci_of(values: list[float]) -> dict | None:
 
 def _mean(rows: list[dict], key: str) -> float:
     return sum(r[key] for r in rows) / max(1, len(rows))
+
+
+def _tokens(r: dict) -> int:
+    """An episode's tokens: its token view, else the usage its server reported."""
+    view = r["prompt_tokens"] + r["completion_tokens"]
+    return view or r["usage_prompt_tokens"] + r["usage_completion_tokens"]
 
 
 def _has(r: dict, component: str) -> bool:
