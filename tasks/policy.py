@@ -9,7 +9,7 @@ from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import ResolvedPolicy
-from gymflow.policy.gguf_checkpoint import checkpoint_folder
+from gymflow.policy.checkpoints import checkpoint_folder
 from gymflow.policy.tiny_model import ensure_tiny_model, tokenizer_corpus
 from gymflow.tasks.options import STAGE_OPTIONS
 

