@@ -1,6 +1,7 @@
 """Lifecycle benchmark: wall time per stage and the orchestration overhead of one run.
 
-    python benchmarks/lifecycle.py [--smoke] [--seed S] [--ui 3] [--home DIR] [--json] [--out FILE]
+    python benchmarks/lifecycle.py [--smoke] [--seed S] [--runs N] [--with-ui] [--ui 3]
+                                   [--home DIR] [--json] [--out FILE]
 
 One ``gymflow run`` (the embedded default, or ``--smoke``) in a fresh project home, in this
 process, as the CLI does it: ``open_run`` then the Prefect flow (its ephemeral API server
@@ -15,6 +16,9 @@ same time (GRPO and the SFT control beside it) count once, as the union of their
   stages' artifacts and log lines, linking the two UIs, summary, plots and report), split into
   ``before_first_stage_s``, ``between_stages_s`` and ``after_last_stage_s``;
 * ``overhead_share`` = ``overhead_s`` / run wall (goal ≤ 0.05);
+* ``--runs N`` runs one after another in one home (the first also creates the Prefect and
+  MLflow databases); ``--with-ui`` runs them against a ``gymflow ui`` Prefect server instead of
+  the temporary one ``gymflow run`` starts otherwise;
 * with ``--ui N``: ``gymflow ui`` started N times on that home, seconds until both UIs answer.
 """
 
@@ -101,25 +105,13 @@ def ui_ready_s(home: Path, times: int) -> list[float]:
     return out
 
 
-def main() -> None:
-    parser = arguments(__doc__)
-    parser.add_argument("--smoke", action="store_true", help="the reduced budget of --smoke")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--ui", type=int, default=0, help="also time `gymflow ui` N times")
-    parser.add_argument("--home", type=Path, help="project home to use (default: a temp dir)")
-    args = parser.parse_args()
-    home = (args.home or Path(tempfile.mkdtemp(prefix="gymflow-bench-"))).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    summary, started, ended = run_lifecycle(home, args.smoke, args.seed)
+def measure(summary: dict, started: float, ended: float) -> dict:
+    """One run's figures (see the module's docstring)."""
     intervals = stage_intervals(summary["mlflow_run_id"])
     work = union(list(intervals.values()))
     wall = ended - started
     work_s = sum(b - a for a, b in work)
-    result = {
-        "benchmark": "lifecycle",
-        "config": "smoke" if args.smoke else "default",
-        "seed": args.seed,
-        "home": str(home),
+    return {
         "wall_s": round(wall, 2),
         "stages": {
             k: round(b - a, 2) for k, (a, b) in sorted(intervals.items(), key=lambda x: x[1])
@@ -131,8 +123,44 @@ def main() -> None:
         "between_stages_s": round(sum(b[0] - a[1] for a, b in itertools.pairwise(work)), 2),
         "after_last_stage_s": round(ended - work[-1][1], 2),
         "gate": summary["gate"]["reason"],
-        "cpu_count": os.cpu_count(),
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+    }
+
+
+def main() -> None:
+    parser = arguments(__doc__)
+    parser.add_argument("--smoke", action="store_true", help="the reduced budget of --smoke")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=1, help="runs one after another, one home")
+    parser.add_argument(
+        "--with-ui", action="store_true", help="runs use a `gymflow ui` Prefect server"
+    )
+    parser.add_argument("--ui", type=int, default=0, help="also time `gymflow ui` N times")
+    parser.add_argument("--home", type=Path, help="project home to use (default: a temp dir)")
+    args = parser.parse_args()
+    home = (args.home or Path(tempfile.mkdtemp(prefix="gymflow-bench-"))).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    servers = None
+    if args.with_ui:  # before Prefect is imported: runs then use this server's API
+        from gymflow.lifecycle.ui_links import write_ui_addresses
+        from gymflow.lifecycle.ui_servers import UIServers
+
+        servers = UIServers(home, prefect_port=4398, mlflow_port=5398)
+        servers.start()
+        write_ui_addresses(home, servers.prefect_url, servers.mlflow_url)
+    try:
+        runs = [measure(*run_lifecycle(home, args.smoke, args.seed)) for _ in range(args.runs)]
+    finally:
+        if servers is not None:
+            servers.stop()
+    result = {
+        "benchmark": "lifecycle",
+        "config": "smoke" if args.smoke else "default",
+        "seed": args.seed,
+        "prefect": "gymflow ui's server" if args.with_ui else "temporary server (as gymflow run)",
+        "home": str(home),
+        "cpu_count": os.cpu_count(),
+        "runs": runs,
     }
     if args.ui:
         result["ui_ready_s"] = ui_ready_s(home, args.ui)

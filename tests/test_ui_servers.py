@@ -35,7 +35,7 @@ def _server_groups(ui_pid: int) -> list[int]:
     return [
         int(pgid)
         for pid, ppid, pgid, args in rows
-        if int(ppid) == ui_pid and pgid == pid and " server" in args
+        if int(ppid) == ui_pid and pgid == pid and "watchdog" not in args
     ]
 
 
