@@ -31,13 +31,16 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _wait_for_control_worker(run: subprocess.Popen, timeout_s: float) -> dict[int, int]:
-    """The run's descendants once the spawned SFT-control worker is among them."""
+def _wait_for_control_worker(
+    run: subprocess.Popen, run_dir: Path, timeout_s: float
+) -> dict[int, int]:
+    """The run's descendants once the spawned SFT-control worker is among them (after SFT
+    started: the verifier profile spawns two short-lived scoring processes before it)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert run.poll() is None, "the run ended before GRPO started"
         found = descendants(run.pid)
-        if any("spawn_main" in _cmdline(pid) for pid in found):
+        if (run_dir / "sft").exists() and any("spawn_main" in _cmdline(pid) for pid in found):
             time.sleep(2)  # let the worker settle into training
             return descendants(run.pid)
         time.sleep(0.5)
@@ -50,7 +53,7 @@ def test_killed_run_leaves_no_orphans_and_resumes(tmp_path):
     args = [GYMFLOW, "run", "--smoke", "--run-id", "killed", "--out", str(tmp_path / "runs")]
     run = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        children = _wait_for_control_worker(run, timeout_s=600)
+        children = _wait_for_control_worker(run, tmp_path / "runs" / "killed", timeout_s=600)
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait()
