@@ -71,8 +71,8 @@ def test_sft_then_grpo_raise_heldout_reward(setting):
     source = RolloutSource(env, app, train[400:], settings)
     grpo = run_grpo(Path(sft["path"]), out / "grpo", source, settings, log_to_mlflow=False)
     assert grpo["steps"] == GRPO_STEPS
-    before, sb = _rewards(env, app, sft["path"], heldout, greedy=False, samples=2, seed=3)
-    after, sa = _rewards(env, app, grpo["path"], heldout, greedy=False, samples=2, seed=3)
+    before, sb = _rewards(env, app, sft["path"], heldout, greedy=False, samples=4, seed=3)
+    after, sa = _rewards(env, app, grpo["path"], heldout, greedy=False, samples=4, seed=3)
     delta = paired_delta(after, before)
     assert delta["ci95"][0] > 0, f"GRPO must raise sampled held-out reward: {delta}"
     assert sa["valid_json"] > sb["valid_json"], (sb, sa)
