@@ -33,8 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# The script's own folder holds benchmarks/profile.py, which would shadow the standard library's
-# `profile` (torch imports cProfile): import the benchmarks as a package from the repo instead.
+# A script's own folder comes first on sys.path, where a benchmark's name could shadow a standard
+# module: import the benchmarks as a package from the repo instead.
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))

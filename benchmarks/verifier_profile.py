@@ -1,6 +1,6 @@
 """Verifier profiling benchmark: wall seconds to profile 100 samples, one row per environment.
 
-    python benchmarks/profile.py [--samples 100] [--envs a,b] [--out FILE]
+    python benchmarks/verifier_profile.py [--samples 100] [--envs a,b] [--out FILE]
 
 Per environment, what the ``profile_verifier`` stage does, timed from loading the policy to the
 report: the embedded tiny model of the smoke config (built once beforehand, untimed, as
