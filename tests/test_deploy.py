@@ -10,14 +10,12 @@ champion, config and code), ends without running a stage and names run 1.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
-import urllib.request
 
 import pytest
-from ui_process import GYMFLOW, UIProcess
+from ui_process import GYMFLOW, UIProcess, api
 
 STAGES = [
     "generate_tasks", "resolve_policy", "profile_verifier", "baseline_eval", "sft", "grpo",
@@ -26,21 +24,10 @@ STAGES = [
 TRAINING = {"sft", "grpo", "sft_control"}
 
 
-def _api(url: str, body: dict | None = None):
-    data = json.dumps(body).encode() if body is not None else None
-    method = "POST" if body is not None else "GET"
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"content-type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        text = response.read()
-        return json.loads(text) if text else None
-
-
 def _wait(ui, flow_run_id: str, timeout_s: float = 1200) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        run = _api(f"{ui.prefect}/api/flow_runs/{flow_run_id}")
+        run = api(f"{ui.prefect}/api/flow_runs/{flow_run_id}")
         if run["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
             return run
         time.sleep(2)
@@ -49,7 +36,7 @@ def _wait(ui, flow_run_id: str, timeout_s: float = 1200) -> dict:
 
 def _stage_runs(ui, run_id: str) -> dict[str, list[str]]:
     """``{stage: [status, ...]}`` of the MLflow stage runs of lifecycle run ``run_id``."""
-    found = _api(
+    found = api(
         f"{ui.mlflow}/api/2.0/mlflow/runs/search",
         {
             "experiment_ids": ["1"],
@@ -78,7 +65,7 @@ def served(tmp_path_factory):
         try:
             deadline = time.monotonic() + 180
             while True:
-                found = _api(f"{ui.prefect}/api/deployments/filter", {})
+                found = api(f"{ui.prefect}/api/deployments/filter", {})
                 names = {d["name"]: d for d in found}
                 if "nightly" in names and "champion-eval" in names:
                     break
@@ -106,7 +93,7 @@ def test_deployments_are_registered_with_cron_and_typed_parameters(served):
 def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     ui, home, deployments = served
     nightly = deployments["nightly"]["id"]
-    first = _api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
+    first = api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
     failed = _wait(ui, first["id"])
     assert failed["state_type"] == "FAILED", failed["state"]
     run_id = f"sched-{first['id'][:13]}"
@@ -118,7 +105,7 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     assert "grpo" not in before and "heldout_gate" not in before
 
     retry = {"state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False}  # fmt: skip
-    _api(f"{ui.prefect}/api/flow_runs/{first['id']}/set_state", retry)
+    api(f"{ui.prefect}/api/flow_runs/{first['id']}/set_state", retry)
     done = _wait(ui, first["id"])
     assert done["state_type"] == "COMPLETED", done["state"]
     assert (run_dir / "summary.json").exists(), "the retry finished in the same run folder"
@@ -128,12 +115,12 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
             continue  # ran beside GRPO: it may have started before GRPO failed
         assert after.get(stage) == ["FINISHED"], f"{stage}: {after.get(stage)} (one run expected)"
 
-    second = _api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
+    second = api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
     started = time.monotonic()
     skipped = _wait(ui, second["id"])
     assert skipped["state_type"] == "COMPLETED", skipped["state"]
     assert not _stage_runs(ui, f"sched-{second['id'][:13]}"), "a stage ran though nothing changed"
-    artifacts = _api(
+    artifacts = api(
         f"{ui.prefect}/api/artifacts/filter",
         {"artifacts": {"flow_run_id": {"any_": [second["id"]]}}},
     )

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from ui_process import GYMFLOW, UIProcess
+from ui_process import GYMFLOW, UIProcess, api
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -59,13 +59,6 @@ def served(tmp_path_factory):
         yield ui, summary, run.stdout, shots
 
 
-def _api(url: str, body: dict | None = None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
 def _browser(url: str, shots: Path, name: str) -> str:
     """What chromium shows at ``url``: the DOM after the page's scripts ran; also saves
     ``<name>.png`` (1400×900) under ``shots``."""
@@ -80,7 +73,7 @@ def _browser(url: str, shots: Path, name: str) -> str:
 
 
 def _flow_run(ui) -> dict:
-    runs = _api(f"{ui.prefect}/api/flow_runs/filter", {"flow_runs": {"name": {"any_": [RUN_ID]}}})
+    runs = api(f"{ui.prefect}/api/flow_runs/filter", {"flow_runs": {"name": {"any_": [RUN_ID]}}})
     assert len(runs) == 1, f"one flow run named {RUN_ID} expected, found {len(runs)}"
     return runs[0]
 
@@ -97,7 +90,7 @@ def test_prefect_flow_run_is_named_by_run_id_with_every_stage(served):
     assert flow_run["state_type"] == "COMPLETED"
     page = _browser(f"{ui.prefect}/runs/flow-run/{flow_run['id']}", shots, "prefect-flow-run")
     assert RUN_ID in page and "Completed" in page and "rlvr-lifecycle" in page
-    tasks = _api(
+    tasks = api(
         f"{ui.prefect}/api/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run["id"]]}}}
     )
     by_stage = {t["name"].rsplit("-", 1)[0]: t for t in tasks}
@@ -112,7 +105,7 @@ def test_prefect_flow_run_is_named_by_run_id_with_every_stage(served):
 def test_every_stage_has_an_artifact_and_the_run_links_to_mlflow(served):
     ui, summary, _, shots = served
     flow_run = _flow_run(ui)
-    artifacts = _api(
+    artifacts = api(
         f"{ui.prefect}/api/artifacts/filter",
         {"artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}},
     )
@@ -131,7 +124,7 @@ def test_every_stage_has_an_artifact_and_the_run_links_to_mlflow(served):
 def test_mlflow_parent_run_carries_the_prefect_link_and_plots(served):
     ui, summary, _, shots = served
     flow_run = _flow_run(ui)
-    parent = _api(f"{ui.mlflow}/api/2.0/mlflow/runs/get?run_id={summary['mlflow_run_id']}")["run"]
+    parent = api(f"{ui.mlflow}/api/2.0/mlflow/runs/get?run_id={summary['mlflow_run_id']}")["run"]
     tags = {t["key"]: t["value"] for t in parent["data"]["tags"]}
     assert tags["prefect.flow_run_id"] == flow_run["id"]
     assert tags["prefect.flow_run_url"].endswith(f"/runs/flow-run/{flow_run['id']}")
@@ -156,7 +149,7 @@ def test_mlflow_parent_run_carries_the_prefect_link_and_plots(served):
 def test_registered_model_with_its_champion_alias(served):
     ui, summary, _, shots = served
     name = summary["registry"]["model"]
-    model = _api(
+    model = api(
         f"{ui.mlflow}/api/2.0/mlflow/registered-models/get?name={urllib.parse.quote(name)}"
     )["registered_model"]
     aliases = {a["alias"]: a["version"] for a in model["aliases"]}

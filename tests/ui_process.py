@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -9,9 +10,34 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 GYMFLOW = str(Path(sys.executable).parent / "gymflow")
+
+
+# What Prefect's own client retries: its server answers 503 for errors a client should retry
+# (a busy sqlite database while a flow run writes), 429 and 502 likewise.
+RETRIED = {429, 502, 503}
+
+
+def api(url: str, body: dict | None = None, attempts: int = 6):
+    """JSON over HTTP (POST when ``body`` is given), retrying what Prefect's client retries."""
+    data = json.dumps(body).encode() if body is not None else None
+    method = "POST" if body is not None else "GET"
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read()
+                return json.loads(text) if text else None
+        except urllib.error.HTTPError as error:
+            if error.code not in RETRIED or attempt == attempts - 1:
+                raise
+            time.sleep(2**attempt)
 
 
 def free_port() -> int:
