@@ -64,6 +64,8 @@ class FailureKind(StrEnum):
     CORRUPT_FILE = "corrupt_file"
     BAD_CONFIG = "bad_config"
     """A run configuration with an unknown key, a value out of range, or a file that is not JSON."""
+    UNUSABLE_CHECKPOINT = "unusable_checkpoint"
+    """A model folder gymflow cannot drive: no chat template, no EOS, or a foreign tool-call format."""
     VERIFIER_NONDETERMINISTIC = "verifier_nondeterministic"
     PROBE_REWARDED = "probe_rewarded"
     GOLD_REJECTED = "gold_rejected"

@@ -13,7 +13,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field, model_validator
@@ -61,7 +61,17 @@ class TinyModelConfig(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int, isolate_whitespace: bool = False):
+def build_tokenizer(
+    corpus: Iterable[str],
+    vocab_size: int,
+    isolate_whitespace: bool = False,
+    *,
+    special_tokens: Sequence[str] = SPECIAL_TOKENS,
+    eos_token: str | None = EOS_TOKEN,
+    pad_token: str | None = PAD_TOKEN,
+    bos_token: str | None = None,
+    chat_template: str | None = CHAT_TEMPLATE,
+):
     """Train a byte-level BPE with single-digit tokens and wrap it for transformers.
 
     ``isolate_whitespace`` splits whitespace off as its own token before the byte-level step.
@@ -69,6 +79,10 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int, isolate_whitespace: 
     and ``"Miami"`` inside a JSON string get different ids and copying a value becomes a learned
     per-word mapping; with the space isolated both are the same id. It costs ~16 % more tokens
     and slower SFT here, and did not raise the 3-seed GRPO gain in the time budget.
+
+    The keyword arguments default to the embedded model's ChatML tokens and template; other
+    values make tokenizers shaped like the checkpoints users bring (their special tokens, no
+    pad token, no chat template), as ``tests/test_checkpoint_shapes.py`` does.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -84,19 +98,19 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int, isolate_whitespace: 
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
-        eos_token=EOS_TOKEN,
-        pad_token=PAD_TOKEN,
-        bos_token=None,
+        eos_token=eos_token,
+        pad_token=pad_token,
+        bos_token=bos_token,
         unk_token=None,
         padding_side="left",
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         extra_special_tokens={},
     )
 

@@ -54,7 +54,14 @@ def knows_tools(template: str | None) -> bool:
 
 
 def with_tools(template: str) -> str:
-    """``template`` with tools rendered into the system message and calls into their turns."""
+    """``template`` with tools rendered into the system message and calls into their turns,
+    unless it mentions ``tools`` itself (a cheap guess; :mod:`gymflow.policy.template_check`
+    decides by rendering)."""
     if knows_tools(template):
         return template
+    return add_tools(template)
+
+
+def add_tools(template: str) -> str:
+    """``template`` behind the preamble that writes tools and calls as text, whatever it holds."""
     return _PREAMBLE + template

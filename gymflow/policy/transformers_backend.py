@@ -10,14 +10,15 @@ from gymflow.policy.base import Generation
 class TokenizerEncoding:
     """Prompt, observation and assistant-turn encoding with a transformers tokenizer.
 
-    Shared by the transformers and vLLM backends. The observation turn is ChatML (the embedded
-    model's template, :mod:`gymflow.policy.chat_template`): the same text the template renders for a
-    ``tool`` message, so a conversation encodes to the same ids in-process and through
-    :mod:`gymflow.policy.openai_server`.
+    Shared by the transformers and vLLM backends. A tool result is written as the chat template
+    writes a ``tool`` message (:func:`gymflow.policy.template_check.observation_text`; for the
+    embedded model's ChatML, ``<|im_start|>tool`` turns), so a conversation encodes to the same
+    ids in-process and through :mod:`gymflow.policy.openai_server`.
     """
 
     tokenizer: object
     eos_id: int
+    _observation = None
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
@@ -30,9 +31,15 @@ class TokenizerEncoding:
         return list(ids)
 
     def encode_observation(self, output: str, last: bool = True) -> list[int]:
-        text = "\n<|im_start|>tool\n" + output + "<|im_end|>"
-        if last:
-            text += "\n<|im_start|>assistant\n"
+        if self._observation is None:
+            from gymflow.policy.template_check import observation_text, unusable
+
+            try:
+                self._observation = observation_text(self.tokenizer)
+            except ValueError as exc:
+                raise unusable(str(self.tokenizer.name_or_path), str(exc)) from None
+        o = self._observation
+        text = o.first + output + (o.last if last else o.between)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def encode_assistant(self, text: str) -> list[int]:
@@ -53,7 +60,8 @@ class TransformersPolicy(TokenizerEncoding):
 
         from gymflow.policy.checkpoints import checkpoint_folder
 
-        path = checkpoint_folder(path)  # a folder as is; a .gguf or catalog: model converted
+        # checked (unusable_checkpoint); a .gguf, catalog: or adapted folder made once
+        path = checkpoint_folder(path)
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         model.eval()
