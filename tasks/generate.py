@@ -3,7 +3,10 @@
 The leakage check runs here, before anything is written, because this stage's output is what
 every training stage reads: a held-out task (this run's, an added file's, or one an earlier
 run of the environment recorded in MLflow) or a near-duplicate of one in the train split stops
-the run with ``data_leakage`` (:func:`gymflow.data.task_set.assemble_tasks`).
+the run with ``data_leakage`` (:func:`gymflow.data.task_set.assemble_tasks`). With
+``variants`` set, a teacher policy writes variants of train tasks; those whose gold answer the
+environment accepts and that repeat no task join the train split
+(:func:`gymflow.rollout.task_variants.add_variants`; every verdict in ``data/variants.jsonl``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import TaskData
+from gymflow.rollout.task_variants import add_variants, write_report
 from gymflow.tasks.options import STAGE_OPTIONS
 
 SPLITS = ("train", "val", "heldout")
@@ -38,8 +42,21 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
         built = assemble_tasks(
             env, cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac, settings, recorded
         )
-        tasks = built.tasks
+        tasks, dedup_counts = built.tasks, dict(built.counts)
         out = run.dir / "data"
+        if cfg.variants is not None:
+            report = add_variants(
+                env, tasks, cfg.variants, settings.near_dup, recorded, cfg.task_seed
+            )
+            tasks = tasks + report.kept
+            write_report(report, out / "variants.jsonl")
+            dedup_counts |= {f"variants_{k}": v for k, v in report.counts().items()}
+            create_table_artifact(
+                key="task-variants",
+                table=[{"verdict": k, "variants": v} for k, v in report.counts().items()],
+                description=f"Variants asked of {cfg.variants.teacher} and what became of "
+                "each (data/variants.jsonl).",
+            )
         paths, hashes = {}, {}
         for split in SPLITS:
             part = [t for t in tasks if t.split == split]
@@ -58,10 +75,11 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
         mlflow.log_params(
             {"env": cfg.env, "env_version": env.version, "n_drafts": cfg.n_tasks,
              "dataset_hash": dataset_hash(tasks),
+             **({"variants_teacher": cfg.variants.teacher} if cfg.variants else {}),
              **{f"dataset_hash_{split}": h for split, h in hashes.items()}}
         )  # fmt: skip
         mlflow.log_metrics({f"tasks_{k}": v for k, v in counts.items()})
-        mlflow.log_metrics({f"dedup_{k}": v for k, v in built.counts.items()})
+        mlflow.log_metrics({f"dedup_{k}": v for k, v in dedup_counts.items()})
         mlflow.log_artifacts(str(out), artifact_path="data")
         coverage = _report_coverage(env, tasks, run.dir / "reports")
     return TaskData(
@@ -70,7 +88,7 @@ def generate_tasks(run: RunContext, cfg: LifecycleConfig) -> TaskData:
         dataset_hash=dataset_hash(tasks),
         env_version=env.version,
         split_hashes=hashes,
-        dedup=built.counts,
+        dedup=dedup_counts,
         coverage=str(coverage),
         stage=info,
     )

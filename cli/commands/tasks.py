@@ -1,7 +1,13 @@
-"""``gymflow tasks import-traces``: logged trajectories into evaluation tasks, failures first.
+"""``gymflow tasks``: generate a task set (optionally with LLM-written variants) and import
+production traces as evaluation tasks.
 
-See :mod:`gymflow.data.trace_import` for the trace shapes read. The tasks are written as
-gymflow task JSONL, ready for ``gymflow eval --tasks`` and the run config's
+``generate`` does what the lifecycle's ``generate_tasks`` stage does, without MLflow: drafts,
+dedup, split, leakage check, and with ``--variants-from SPEC`` variants of train tasks written
+by a teacher policy (:mod:`gymflow.rollout.task_variants`); it writes ``tasks-<split>.parquet``,
+``coverage.json`` and ``variants.jsonl`` (every variant asked, with its verdict).
+
+``import-traces``: see :mod:`gymflow.data.trace_import` for the trace shapes read. The tasks are
+written as gymflow task JSONL, ready for ``gymflow eval --tasks`` and the run config's
 ``task_data.heldout_files``. Bad input is one line with its kind, exit 2.
 """
 
@@ -11,7 +17,103 @@ from pathlib import Path
 
 import typer
 
-tasks_app = typer.Typer(help="Task data: import production traces as evaluation tasks.")
+from gymflow.rollout.task_variants import VariantSettings
+
+tasks_app = typer.Typer(
+    help="Task data: generate task sets (with LLM-written variants), import production traces."
+)
+
+
+def _from_field(model: type, field: str, *flags: str) -> typer.models.OptionInfo:
+    """An option whose default and help are ``model``'s field's (documented once, there)."""
+    info = model.model_fields[field]
+    default = info.default_factory() if info.default_factory else info.default
+    return typer.Option(default, *flags, help=info.description)
+
+
+@tasks_app.command("generate")
+def generate_command(
+    env: str = typer.Option(..., "--env", help="Environment to generate tasks for."),
+    out: Path = typer.Option(..., "--out", help="Folder for tasks-<split>.parquet and reports."),
+    n: int = typer.Option(None, "--n", help="Task drafts before dedup [run config's n_tasks]."),
+    seed: int = typer.Option(None, "--seed", help="Generator seed [run config's task_seed]."),
+    heldout_frac: float = typer.Option(None, help="Share held out [run config's]."),
+    val_frac: float = typer.Option(None, help="Share for validation [run config's]."),
+    heldout_file: list[Path] = typer.Option(
+        [], "--heldout-file", help="Task JSONL added to the held-out split. Repeatable."
+    ),
+    threshold: float = typer.Option(0.8, help="Near-duplicate Jaccard threshold (0.5-1)."),
+    variants_from: str = typer.Option(
+        None, "--variants-from", help="Teacher policy spec that writes variants of train tasks."
+    ),
+    variants_per_task: int = _from_field(VariantSettings, "per_task", "--variants-per-task"),
+    variants_seeds: int = _from_field(VariantSettings, "seeds", "--variants-seeds"),
+) -> None:  # fmt: skip
+    """Generate ENV's tasks: dedup, split, leakage check, LLM-written variants; write Parquet."""
+    from pydantic import ValidationError
+
+    from gymflow.core.failures import FailureKind, GymflowError
+    from gymflow.data.settings import TaskDataSettings
+    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.run_config import describe
+
+    given = {"n_tasks": n, "task_seed": seed, "heldout_frac": heldout_frac, "val_frac": val_frac}
+    try:
+        config = LifecycleConfig(
+            env=env, **{k: v for k, v in given.items() if v is not None},
+            task_data=TaskDataSettings(
+                near_dup={"threshold": threshold}, recorded_heldout=False,
+                heldout_files=[str(p) for p in heldout_file],
+            ),
+            variants=None if variants_from is None else {
+                "teacher": variants_from, "per_task": variants_per_task, "seeds": variants_seeds,
+            },
+        )  # fmt: skip
+    except ValidationError as exc:
+        typer.echo(f"error: [{FailureKind.BAD_REQUEST}] {describe(exc)}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        written = _generate(config, out)
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(written)
+
+
+def _generate(config, out: Path) -> str:
+    """Write the task set ``config`` describes into ``out``; one line saying what was written."""
+    import json
+    from collections import Counter
+
+    from gymflow.data.coverage import coverage_rows
+    from gymflow.data.task_set import assemble_tasks
+    from gymflow.data.task_table import write_tasks
+    from gymflow.env.registry import get_env
+    from gymflow.rollout.task_variants import add_variants, write_report
+
+    env, settings = get_env(config.env), config.task_data
+    built = assemble_tasks(
+        env, config.n_tasks, config.task_seed, config.heldout_frac, config.val_frac, settings
+    )
+    tasks, said = built.tasks, ""
+    if config.variants is not None:
+        report = add_variants(env, tasks, config.variants, settings.near_dup, (), config.task_seed)
+        tasks = tasks + report.kept
+        write_report(report, out / "variants.jsonl")
+        counts = report.counts()
+        said = (
+            f"; variants: {counts.pop('asked')} asked, "
+            + ", ".join(f"{v} {k}" for k, v in counts.items())
+            + f" ({out / 'variants.jsonl'})"
+        )
+    for split in ("train", "val", "heldout"):
+        write_tasks([t for t in tasks if t.split == split], out / f"tasks-{split}.parquet")
+    (out / "coverage.json").write_text(json.dumps(coverage_rows(env, tasks), indent=2))
+    splits = Counter(t.split for t in tasks)
+    return (
+        f"{len(tasks)} tasks -> {out} (train {splits['train']}, val {splits['val']}, "
+        f"heldout {splits['heldout']}){said}"
+    )
 
 
 @tasks_app.command("import-traces")
@@ -63,8 +165,9 @@ def _existing_tasks(env, path: Path) -> list:
     from gymflow.data.task_files import load_tasks
     from gymflow.data.task_table import read_tasks
 
-    if path.is_dir():
-        return [t for part in sorted(path.glob("data/tasks-*.parquet")) for t in read_tasks(part)]
+    if path.is_dir():  # a run folder (data/) or a `gymflow tasks generate` folder
+        parts = sorted(path.glob("data/tasks-*.parquet")) or sorted(path.glob("tasks-*.parquet"))
+        return [t for part in parts for t in read_tasks(part)]
     if path.suffix == ".parquet":
         return read_tasks(path)
     if path.exists():

@@ -11,6 +11,7 @@ from gymflow.data.settings import TaskDataSettings
 from gymflow.eval.gate import GateSettings
 from gymflow.policy.tiny_model import TinyModelConfig
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
+from gymflow.rollout.task_variants import VariantSettings
 from gymflow.train.grpo import GRPOSettings
 from gymflow.train.sft import SFTSettings
 
@@ -37,6 +38,9 @@ class LifecycleConfig(BaseModel):
     task_data: TaskDataSettings = Field(
         default_factory=TaskDataSettings,
         description="Near-duplicate detection, leakage checks and task files added to splits.",
+    )
+    variants: VariantSettings | None = Field(
+        None, description="LLM-written variants of train tasks from a teacher (None = none)."
     )
     demos: int = Field(
         300, ge=1, description="Size of the SFT demonstration set (the rest is GRPO's pool)."

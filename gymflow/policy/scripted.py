@@ -3,11 +3,16 @@
 ``respond(task_prompt, turn, observations) -> text`` decides each turn's text. Token ids are
 the UTF-8 bytes of the text (offset past the byte range of no real vocabulary), logprobs are
 0.0; the agent loop, the env server and the rollout store see the same shapes as with a model.
+
+:meth:`ScriptedPolicy.from_replies` answers from a file of prepared replies (``scripted:replies=
+FILE``): served with ``gymflow policy serve``, it is a teacher or judge whose every answer is
+known in advance, for testing what a caller does with an answer (parse, verify, dedup).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from gymflow.policy.base import Generation
 
@@ -24,6 +29,27 @@ class ScriptedPolicy:
     def replay(cls, turns: list[str]) -> ScriptedPolicy:
         """Say ``turns[k]`` at turn ``k`` (the last one again after that), whatever comes back."""
         return cls(lambda prompt, turn, observations: turns[min(turn, len(turns) - 1)])
+
+    @classmethod
+    def from_replies(cls, path: Path) -> ScriptedPolicy:
+        """Answer from ``path``, JSONL rows ``{"when": TEXT, "reply": TEXT}``: the first row
+        whose ``when`` occurs in the prompt (a row without one matches any prompt). A prompt no
+        row matches raises ``KeyError`` (a served request then fails with a 5xx)."""
+        from gymflow.core.jsonl import read_jsonl, row_error
+
+        rows = []
+        for line, row in read_jsonl(path):
+            if not isinstance(row.get("reply"), str) or not isinstance(row.get("when", ""), str):
+                raise row_error(path, line, 'a reply row is {"when": text, "reply": text}')
+            rows.append((row.get("when", ""), row["reply"]))
+
+        def respond(prompt: str, turn: int, observations: list[str]) -> str:
+            for when, reply in rows:
+                if when in prompt:
+                    return reply
+            raise KeyError(f"no reply in {path} matches the prompt {prompt[:80]!r}")
+
+        return cls(respond)
 
     def encode_prompt(self, messages: list[dict], tools: list[dict] | None) -> list[int]:
         text = "\n".join(m["content"] for m in messages)

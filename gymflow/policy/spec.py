@@ -9,6 +9,8 @@
 * ``scripted:ENV``: no model — replays environment ENV's gold turns for each task (a perfect
   policy). For smoke tests and benchmarks of the rollout engine and env servers only: it needs
   the tasks (``load_policy(spec, tasks=...)``) and it learns nothing.
+  ``scripted:replies=FILE`` answers from a file of prepared replies instead
+  (:meth:`~gymflow.policy.scripted.ScriptedPolicy.from_replies`; a test teacher to serve).
 
 ``openai`` options go in the query: ``model`` (required), ``timeout_s``, ``retries``,
 ``concurrency``, ``token_ids`` (``1`` asks a vLLM or gymflow server for token ids and logprobs)
@@ -85,6 +87,10 @@ def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | 
     ``GYMFLOW_HOME`` rule).
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
+    if spec.backend == "scripted" and spec.target.startswith("replies="):
+        from gymflow.policy.scripted import ScriptedPolicy
+
+        return ScriptedPolicy.from_replies(Path(spec.target.removeprefix("replies=")))
     if spec.backend == "scripted":
         return _gold_replay(spec.target, tasks)
     if spec.backend == "models":
