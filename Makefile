@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev,ray]"
 	touch $(DEV_STAMP)
 
 setup: $(STAMP)

@@ -277,6 +277,9 @@ def rollouts_collect(
     max_completion_tokens: int = _collect_option("max_completion_tokens"),
     progress: bool = _collect_option("progress"),
     retry_failed: bool = _collect_option("retry_failed", "--retry-failed"),
+    engine: str = _collect_option("engine"),
+    ray_address: str = _collect_option("ray_address"),
+    ray_workers: int = _collect_option("ray_workers"),
 ) -> None:
     """Collect G rollouts per task into Parquet; re-running resumes without loss or duplicates.
 
@@ -308,6 +311,9 @@ def rollouts_collect(
             max_completion_tokens=max_completion_tokens,
             progress=progress,
             retry_failed=retry_failed,
+            engine=engine,
+            ray_address=ray_address,
+            ray_workers=ray_workers,
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -332,6 +338,13 @@ def rollouts_collect(
         f"disk, {retried}{report.unscored} without a reward, failures {report.failures}; "
         f"{report.rollouts_per_s} rollouts/s, {report.tokens_per_s} tokens/s -> {out}"
     )
+    if report.engine["name"] == "ray":
+        e = report.engine
+        typer.echo(
+            f"ray: {e['workers']} workers (started in {e['workers_start_s']} s, cluster in "
+            f"{e['cluster_start_s']} s), {e['shards']} shards, {e['worker_restarts']} worker "
+            f"restarts, {e['rollouts_run_again']} rollouts run again"
+        )
 
 
 @rollouts_app.command("export")

@@ -3,7 +3,9 @@
 Deploy or schedule it like the lifecycle (``collect.serve(cron=...)``, parameters
 ``{"options": {...}}``); re-running it with the same ``out`` (or ``run_id``) resumes the
 collection instead of starting over, and with ``retry_failed`` runs again the rollouts an env or
-policy fault left without a reward.
+policy fault left without a reward. With ``engine: ray`` the episodes run on Ray workers (on
+``ray_address``, or a local cluster the task starts and stops; in a process already connected to
+Ray, that cluster); the rows land in ``out`` the same way.
 """
 
 from __future__ import annotations

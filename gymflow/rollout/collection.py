@@ -4,14 +4,16 @@ Prefect flow ``flows/collect.py`` both run (load the env, tasks and policy; pick
 :class:`CollectOptions` is the one declaration of the collection's options: the command line
 builds it from its flags (their help is the fields' descriptions) and the flow takes it as its
 parameter. Importing this module stays light (the engine loads in :func:`run_collect`).
+``engine="ray"`` runs the episodes on Ray workers (:mod:`gymflow.rollout.ray_engine`); the
+plan, the rows and the folder are the same.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
@@ -59,6 +61,26 @@ class CollectOptions(BaseModel):
         False,
         description="Also re-run this run's rollouts that got no reward (env or policy faults).",
     )
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description="Where episodes run: local (this process) or ray (Ray actors, each a policy "
+        "and an env client; rows are written here the same way).",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="A running Ray cluster (ray start --head prints it; default: a local one "
+        "started and stopped here). With --engine ray.",
+    )
+    ray_workers: int = Field(
+        2, ge=1, description="Rollout workers (Ray actors), each a window of `concurrency`."
+    )
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address_needs_ray(cls, address: str | None, info: ValidationInfo) -> str | None:
+        if address and info.data.get("engine") != "ray":
+            raise ValueError("a Ray address is for the ray engine (--engine ray)")
+        return address
 
 
 def run_collect(options: CollectOptions) -> CollectReport:
@@ -99,6 +121,12 @@ def run_collect(options: CollectOptions) -> CollectReport:
         progress=o.progress,
         retry_failed=o.retry_failed,
     )
+    if o.engine == "ray":
+        from gymflow.rollout.ray_engine import collect_on_ray
+
+        return collect_on_ray(
+            environment, task_list, o.out, settings, o.ray_workers, o.ray_address, o.env_url
+        )
     loaded = load_policy(o.policy, tasks=task_list)
     return collect(environment, loaded, task_list, o.out, settings, env_url=o.env_url)
 

@@ -28,6 +28,9 @@ generation that failed) becomes a row with reward null and the error's ``failure
 (``env_unavailable``, ``policy_unavailable`` ...), never a silent reward 0; the others go on.
 Bugs (any other exception) stop the collection: live episodes are cancelled, finished rows
 are written, and a re-run resumes after them.
+
+An :class:`EpisodeRunner` runs the episodes elsewhere (Ray workers,
+:mod:`gymflow.rollout.ray_engine`): planning, rows, parts, lock and report stay here.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import pandera.polars as pa
 import polars as pl
@@ -50,7 +54,7 @@ from gymflow.data.task_table import dataset_hash, write_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.policy.base import ChatPolicy, Policy
-from gymflow.rollout.driver import run_window
+from gymflow.rollout.driver import OnDone, run_window
 from gymflow.rollout.episode import Episode, Sampling
 from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.progress import RolloutProgress
@@ -110,9 +114,25 @@ class CollectReport:
     """Model (sampled) tokens per second; 0 for message backends that return no ids."""
     mean_batch: float
     """Mean model turns per generation call (token backends; 0 for message backends)."""
+    engine: dict = field(default_factory=lambda: {"name": "local"})
+    """Where the episodes ran: ``local``, or the runner's summary (Ray: workers, restarts)."""
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+class EpisodeRunner(Protocol):
+    """Runs a collection's planned rollouts somewhere else than this process's window (Ray
+    workers: :mod:`gymflow.rollout.ray_engine`)."""
+
+    async def __call__(self, todo: list[Planned], on_done: OnDone) -> list[int]:
+        """Run every rollout of ``todo``, calling ``on_done`` here for each as the window
+        does; return the sizes of the generation calls made for them."""
+        ...
+
+    def summary(self) -> dict:
+        """What the report says of the engine (name, workers, restarts ...)."""
+        ...
 
 
 def plan_collection(tasks: list[Task], settings: CollectSettings) -> list[Planned]:
@@ -127,8 +147,13 @@ async def collect_rollouts(
     tasks: list[Task],
     out_dir: Path,
     settings: CollectSettings,
+    runner: EpisodeRunner | None = None,
 ) -> CollectReport:
-    """Collect the rollouts of ``tasks`` × G not yet under ``out_dir``; see the module doc."""
+    """Collect the rollouts of ``tasks`` × G not yet under ``out_dir``; see the module doc.
+
+    ``runner``: run the episodes there instead of in this process's window (``client`` and
+    ``policy`` are then unused); planning, rows, parts and the report stay here.
+    """
     started = time.time()
     if len({t.task_id for t in tasks}) != len(tasks):
         raise GymflowError(FailureKind.BAD_REQUEST, "task ids must be unique in a collection")
@@ -154,7 +179,10 @@ async def collect_rollouts(
         turns = ModelTurns(policy, settings.sampling, settings.batch_wait_s)
         with window.bar:
             try:
-                await run_window(client, env, turns, todo, settings.concurrency, window.add)
+                if runner is None:
+                    await run_window(client, env, turns, todo, settings.concurrency, window.add)
+                else:
+                    turns.batches = await runner(todo, window.add)
             finally:
                 window.writer.flush()  # finished rows are valid whatever stopped the rest
     wall = time.time() - started
@@ -172,6 +200,7 @@ async def collect_rollouts(
         rollouts_per_s=round(len(todo) / wall, 2) if wall else 0.0,
         tokens_per_s=round(window.tokens / wall, 1) if wall else 0.0,
         mean_batch=round(sum(turns.batches) / len(turns.batches), 2) if turns.batches else 0.0,
+        engine=runner.summary() if runner is not None else {"name": "local"},
     )
 
 
@@ -184,24 +213,32 @@ def collect(
     env_url: str | None = None,
     env_timeout_s: float = 30.0,
     env_retries: int = 3,
+    runner: EpisodeRunner | None = None,
 ) -> CollectReport:
     """``collect_rollouts`` with its client: the env in-process, or the server at ``env_url``.
 
     Also writes the report to ``OUT/collect.json``.
     """
-    from gymflow.env.resources_server import build_app
 
     async def go() -> CollectReport:
-        if env_url:
-            client = EnvClient(base_url=env_url, timeout_s=env_timeout_s, retries=env_retries)
-        else:
-            client = EnvClient(app=build_app(env), timeout_s=env_timeout_s, retries=env_retries)
-        async with client:
-            return await collect_rollouts(env, client, policy, tasks, out_dir, settings)
+        async with env_client(env, env_url, env_timeout_s, env_retries) as client:
+            return await collect_rollouts(env, client, policy, tasks, out_dir, settings, runner)
 
     report = asyncio.run(go())
     (out_dir / "collect.json").write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     return report
+
+
+def env_client(
+    env: Environment, env_url: str | None = None, timeout_s: float = 30.0, retries: int = 3
+) -> EnvClient:
+    """A client of ``env``: in-process (its app built here, no sockets), or the server at
+    ``env_url``."""
+    from gymflow.env.resources_server import build_app
+
+    if env_url:
+        return EnvClient(base_url=env_url, timeout_s=timeout_s, retries=retries)
+    return EnvClient(app=build_app(env), timeout_s=timeout_s, retries=retries)
 
 
 def _on_disk(folder: Path, lineage: Lineage) -> tuple[dict[str, int], set[str]]:

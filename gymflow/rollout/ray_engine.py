@@ -1,0 +1,254 @@
+"""Rollout workers on Ray: a collection's episodes run in Ray actors, its rows are written here.
+
+:class:`RayWorkers` is the engine's :class:`~gymflow.rollout.engine.EpisodeRunner` for Ray. The
+engine plans the collection, skips what is on disk and hands the rest over; they are cut into
+shards, and each free worker takes the next one. A worker (:class:`RolloutWorker`, one Ray actor)
+holds a policy backend loaded from the collection's policy spec and a client of the environment
+(the env in-process in the actor, or the server at ``env_url``), and runs the one episode driver
+(:func:`~gymflow.rollout.driver.run_window`, a window of ``concurrency`` episodes) over its
+shard, streaming each finished episode back as it ends. Rows are built and written in the
+collecting process through the one store (:class:`~gymflow.rollout.store.RolloutWriter`): one
+writer per folder, the same lineage and part files, so resume, ``--retry-failed``, export and
+every reader work unchanged, and workers on other machines need no shared filesystem.
+
+Faults: a worker whose process dies mid-shard (killed, out of memory, its node lost) is
+restarted by Ray (``max_restarts`` times); the rollouts of its shard that had not come back go
+to the front of the queue, for the next free worker; those that came back were written once.
+So a dead worker loses no rollout and duplicates none. When no worker is left, the collection
+fails with ``backend_unavailable`` after writing every row that came back, and running it again
+resumes. An episode's ``GymflowError`` is a failure row, as in the local engine; any other
+exception in a worker (a bug) stops the collection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.task_record import Task
+from gymflow.env.environment import Environment
+from gymflow.rollout.driver import OnDone, run_window
+from gymflow.rollout.engine import CollectReport, CollectSettings, collect, env_client
+from gymflow.rollout.episode import Episode
+from gymflow.rollout.model_turns import ModelTurns
+from gymflow.rollout.ray_cluster import ray_cluster, require_ray
+from gymflow.rollout.store import Planned
+
+Done = tuple[Planned, Episode | None, GymflowError | None]
+"""One finished rollout, as the window hands it to ``on_done``."""
+
+SHARDS_PER_WORKER = 4
+"""Default shards per worker: enough that a fast worker takes a slow one's share."""
+
+
+class RolloutWorker:
+    """One rollout worker (run as a Ray actor): a policy backend, an env client, the driver."""
+
+    def __init__(
+        self,
+        env: Environment,
+        settings: CollectSettings,
+        tasks: list[Task],
+        env_url: str | None = None,
+        env_timeout_s: float = 30.0,
+        env_retries: int = 3,
+    ) -> None:
+        from gymflow.policy.spec import load_policy
+
+        self.env, self.settings = env, settings
+        self.env_url, self.env_timeout_s, self.env_retries = env_url, env_timeout_s, env_retries
+        self.policy = load_policy(settings.policy_spec, tasks=tasks)
+
+    def pid(self) -> int:
+        """This worker's process id (for tests that kill it)."""
+        return os.getpid()
+
+    async def run(self, shard: list[Planned]) -> AsyncIterator[tuple[list[Done], list[int]]]:
+        """Run ``shard`` in a window; yield what finished since the last yield, with the sizes
+        of the generation calls made meanwhile (a Ray streaming generator)."""
+        s = self.settings
+        finished: list[Done] = []
+        woke = asyncio.Event()
+
+        def on_done(p: Planned, episode: Episode | None, error: GymflowError | None) -> None:
+            finished.append((p, episode, error))
+            woke.set()
+
+        turns = ModelTurns(self.policy, s.sampling, s.batch_wait_s)
+        client = env_client(self.env, self.env_url, self.env_timeout_s, self.env_retries)
+        async with client:
+            window = asyncio.ensure_future(
+                run_window(client, self.env, turns, shard, s.concurrency, on_done)
+            )
+            sent = 0
+            while True:
+                waiting = asyncio.ensure_future(woke.wait())
+                await asyncio.wait({window, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                ended = window.done()  # before taking the batch: episodes end while we yield
+                woke.clear()
+                batch, finished[:] = finished[:], []
+                sizes, sent = turns.batches[sent:], len(turns.batches)
+                if batch or sizes:
+                    yield batch, sizes
+                if ended:
+                    break
+            window.result()  # a bug in the window is raised to the collecting process
+
+
+class RayWorkers:
+    """``workers`` rollout workers on the connected Ray cluster, for one collection.
+
+    Use as a context manager (the actors are killed on exit). ``shard_size``: rollouts per
+    shard (default: the work cut into ``SHARDS_PER_WORKER`` shards per worker, at least
+    ``concurrency`` each). ``worker_cpus``: the Ray CPUs each actor asks for.
+    """
+
+    def __init__(
+        self,
+        env: Environment,
+        tasks: list[Task],
+        settings: CollectSettings,
+        workers: int,
+        env_url: str | None = None,
+        shard_size: int | None = None,
+        max_restarts: int = 2,
+        worker_cpus: float = 1.0,
+        start_s: float = 0.0,
+    ) -> None:
+        ray = require_ray()
+        if workers < 1:
+            raise GymflowError(
+                FailureKind.BAD_REQUEST, f"--ray-workers must be >= 1, got {workers}"
+            )
+        self.settings, self.shard_size, self.max_restarts = settings, shard_size, max_restarts
+        actor = ray.remote(RolloutWorker).options(max_restarts=max_restarts, num_cpus=worker_cpus)
+        self.actors = [actor.remote(env, settings, tasks, env_url) for _ in range(workers)]
+        self.restarts = self.requeued = self.shards = 0
+        self.cluster_start_s, self.workers_start_s = start_s, 0.0
+        started = time.perf_counter()
+        self.pids()  # every worker up (its policy loaded), or the reason it is not
+        self.workers_start_s = round(time.perf_counter() - started, 2)
+
+    def __enter__(self) -> RayWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ray = require_ray()
+        for actor in self.actors:
+            ray.kill(actor)
+
+    def pids(self) -> list[int]:
+        """Each worker's process id; a worker that failed to start raises its reason."""
+        ray = require_ray()
+        try:
+            return ray.get([a.pid.remote() for a in self.actors])
+        except ray.exceptions.RayActorError as exc:
+            raise _start_failure(exc) from None
+
+    def summary(self) -> dict:
+        return {
+            "name": "ray",
+            "workers": len(self.actors),
+            "shards": self.shards,
+            "worker_restarts": self.restarts,
+            "rollouts_run_again": self.requeued,
+            "cluster_start_s": self.cluster_start_s,
+            "workers_start_s": self.workers_start_s,
+        }
+
+    async def __call__(self, todo: list[Planned], on_done: OnDone) -> list[int]:
+        """Run ``todo`` on the workers; ``on_done`` here for each rollout, exactly once."""
+        ray = require_ray()
+        size = self.shard_size or max(
+            self.settings.concurrency, math.ceil(len(todo) / (len(self.actors) * SHARDS_PER_WORKER))
+        )
+        queue = deque(todo[i : i + size] for i in range(0, len(todo), size))
+        self.shards += len(queue)
+        batches: list[int] = []
+        delivered: set[str] = set()  # exactly once, even if a worker thought lost answers late
+
+        async def serve(actor) -> None:
+            failures = 0
+            while queue:
+                shard, came_back = queue.popleft(), set()
+                try:
+                    async for ref in actor.run.options(num_returns="streaming").remote(shard):
+                        done, sizes = await ref
+                        for p, episode, error in done:
+                            came_back.add(p.rollout_id)
+                            if p.rollout_id not in delivered:
+                                delivered.add(p.rollout_id)
+                                on_done(p, episode, error)
+                        batches.extend(sizes)
+                except ray.exceptions.RayActorError:
+                    rest = [p for p in shard if p.rollout_id not in came_back]
+                    queue.appendleft(rest)  # the next free worker runs them
+                    self.requeued += len(rest)
+                    failures += 1
+                    if failures > self.max_restarts:  # Ray gave up on it: it is gone
+                        return
+                    self.restarts += 1
+
+        serving = [asyncio.ensure_future(serve(actor)) for actor in self.actors]
+        try:  # a bug in one worker stops them all, as one in the local window does
+            await asyncio.wait(serving, return_when=asyncio.FIRST_EXCEPTION)
+            for task in serving:
+                if task.done() and task.exception() is not None:
+                    raise task.exception()
+        finally:
+            for task in serving:
+                task.cancel()
+            await asyncio.gather(*serving, return_exceptions=True)
+        if queue:
+            left = sum(len(shard) for shard in queue)
+            raise GymflowError(
+                FailureKind.BACKEND_UNAVAILABLE,
+                f"every Ray rollout worker died ({left} rollouts not run; those that finished "
+                "are written): run the collection again to resume",
+            )
+        if len(delivered) != len(todo):  # a bug here, not a fault out there
+            raise GymflowError(
+                FailureKind.INTERNAL_ERROR,
+                f"Ray workers returned {len(delivered)} of {len(todo)} rollouts",
+            )
+        return batches
+
+
+def _start_failure(exc: Exception) -> GymflowError:
+    """A worker's start-up error as the ``GymflowError`` it raised (a bad policy spec ...)."""
+    cause = getattr(exc, "cause", None) or exc.__cause__
+    while cause is not None and not isinstance(cause, GymflowError):
+        cause = getattr(cause, "cause", None) or cause.__cause__
+    if cause is not None:
+        return cause
+    return GymflowError(
+        FailureKind.BACKEND_UNAVAILABLE, f"a Ray rollout worker did not start: {exc}"
+    )
+
+
+def collect_on_ray(
+    env: Environment,
+    tasks: list[Task],
+    out_dir: Path,
+    settings: CollectSettings,
+    workers: int,
+    address: str | None = None,
+    env_url: str | None = None,
+) -> CollectReport:
+    """:func:`~gymflow.rollout.engine.collect` with ``workers`` Ray workers, on the cluster at
+    ``address`` or on a local one started and stopped here (as many CPUs as workers, at least
+    the machine's)."""
+    cpus = max(workers, os.cpu_count() or 1)
+    with (
+        ray_cluster(address, num_cpus=cpus) as cluster,
+        RayWorkers(env, tasks, settings, workers, env_url, start_s=cluster.start_s) as runner,
+    ):
+        # the policy lives in the workers: this process loads none
+        return collect(env, None, tasks, out_dir, settings, env_url=env_url, runner=runner)

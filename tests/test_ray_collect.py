@@ -1,0 +1,265 @@
+"""Collection on Ray: a real local Ray cluster (2 CPUs, started and stopped by this module).
+
+Ray collection equals local collection row for row; a worker killed mid-shard loses and
+duplicates nothing (read back from the Parquet); every worker dead fails with a kind and the
+re-run resumes; the cluster this product starts listens on loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import psutil
+import pytest
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.data.task_files import load_tasks
+from gymflow.environments.counter import environment as counter
+from gymflow.environments.counter.environment import CounterEnvironment
+from gymflow.rollout.engine import CollectSettings, collect
+from gymflow.rollout.episode import Sampling
+from gymflow.rollout.store import read_parts, read_rollouts
+
+ray = pytest.importorskip("ray")
+from gymflow.rollout.ray_cluster import ray_cluster  # noqa: E402
+from gymflow.rollout.ray_engine import RayWorkers  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ROOT / "environments" / "counter" / "examples" / "tasks.jsonl"
+GYMFLOW = str(Path(sys.executable).with_name("gymflow"))  # the installed command
+COLUMNS = ["rollout_id", "task_id", "group_id", "sample_idx", "seed", "reward", "success"]
+
+
+class SlowCounter(CounterEnvironment):
+    """``counter`` whose every tool call waits ``delay_s`` (a slow API behind the tool)."""
+
+    def __init__(self, delay_s: float = 0.03) -> None:
+        self.delay_s = delay_s
+
+    def tools(self):
+        delay = self.delay_s
+
+        async def increment_counter(session: counter.Counter, count: int) -> dict:
+            """Add to the counter.
+
+            Args:
+                count: The amount to add.
+            """
+            await asyncio.sleep(delay)
+            return counter.increment_counter(session, count)
+
+        async def get_counter_value(session: counter.Counter) -> dict:
+            """Read the counter."""
+            await asyncio.sleep(delay)
+            return counter.get_counter_value(session)
+
+        return [increment_counter, get_counter_value]
+
+
+class KillAfter:
+    """A runner that SIGKILLs process ``pid`` once ``after`` rollouts have come back."""
+
+    def __init__(self, runner: RayWorkers, pid: int, after: int) -> None:
+        self.runner, self.pid, self.after, self.seen = runner, pid, after, 0
+
+    async def __call__(self, todo, on_done):
+        def done(*result) -> None:
+            on_done(*result)
+            self.seen += 1
+            if self.seen == self.after:
+                os.kill(self.pid, signal.SIGKILL)
+
+        return await self.runner(todo, done)
+
+    def summary(self) -> dict:
+        return self.runner.summary()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster started through the product's own helper; stopped after the module."""
+    # the test module's environments go to the workers by value (it is not importable there)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    started = time.perf_counter()
+    with ray_cluster(None, num_cpus=2, object_store_mb=100) as c:
+        print(f"\nlocal Ray cluster up in {time.perf_counter() - started:.1f} s")
+        yield c
+    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def _tasks(env):
+    return list(load_tasks(env, TASKS).values())
+
+
+def _settings(**kw) -> CollectSettings:
+    base = {
+        "run_id": "ray-test",
+        "num_repeats": 4,
+        "concurrency": 2,
+        "policy_spec": "scripted:counter",
+        "sampling": Sampling(max_completion_tokens=1 << 16),
+        "reward_range": (0.0, 1.0),
+        "progress": False,
+    }
+    return CollectSettings(**(base | kw))
+
+
+def _rows(out: Path) -> pl.DataFrame:
+    return read_rollouts(out).select(COLUMNS).sort("rollout_id")
+
+
+def test_the_local_cluster_listens_on_loopback_only(cluster):
+    assert cluster.local and cluster.address.startswith("127.0.0.1:")
+    ours = psutil.Process().children(recursive=True)
+    listening = []
+    for proc in ours:
+        try:
+            conns = proc.net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        listening += [(proc.name(), c.laddr.ip) for c in conns if c.status == psutil.CONN_LISTEN]
+    assert any("raylet" in name or "gcs" in name for name, _ in listening), listening
+    exposed = [(n, ip) for n, ip in listening if ip not in ("127.0.0.1", "::ffff:127.0.0.1", "::1")]
+    assert not exposed, exposed
+
+
+def test_ray_collection_equals_local_collection_row_for_row(cluster, tmp_path):
+    env = CounterEnvironment()
+    tasks, settings = _tasks(env), _settings()
+    local = collect(env, _gold(tasks), tasks, tmp_path / "local", settings)
+    with RayWorkers(env, tasks, settings, workers=2, shard_size=3) as runner:
+        on_ray = collect(env, None, tasks, tmp_path / "ray", settings, runner=runner)
+    assert on_ray.collected == local.collected == len(tasks) * 4
+    assert on_ray.engine["workers"] == 2 and on_ray.engine["shards"] == 7  # 20 rollouts / 3
+    ray_rows, local_rows = _rows(tmp_path / "ray"), _rows(tmp_path / "local")
+    assert ray_rows.equals(local_rows)
+    assert ray_rows["reward"].to_list() == [1.0] * 20
+    # the same lineage in every row, and a re-run finds everything on disk
+    lineage = ["run_id", "dataset_hash", "policy", "env", "env_version"]
+    assert read_rollouts(tmp_path / "ray").select(lineage).unique().height == 1
+    with RayWorkers(env, tasks, settings, workers=2) as runner:
+        again = collect(env, None, tasks, tmp_path / "ray", settings, runner=runner)
+    assert (again.collected, again.already_on_disk) == (0, 20)
+
+
+def test_a_lost_part_is_collected_again_on_ray(cluster, tmp_path):
+    env = CounterEnvironment()
+    tasks, settings = _tasks(env), _settings()
+    with RayWorkers(env, tasks, settings, workers=2) as runner:
+        collect(env, None, tasks, tmp_path, settings, runner=runner)
+        parts = sorted((tmp_path / "rollouts").glob("part-*.parquet"))
+        lost = pl.read_parquet(parts[1]).height
+        parts[1].unlink()
+        report = collect(env, None, tasks, tmp_path, settings, runner=runner)
+    assert (report.collected, report.already_on_disk) == (lost, 20 - lost)
+    assert read_parts(tmp_path / "rollouts", every_attempt=True)["rollout_id"].n_unique() == 20
+
+
+def test_a_worker_killed_mid_shard_loses_nothing_and_duplicates_nothing(cluster, tmp_path):
+    env = SlowCounter(delay_s=0.03)  # 3 tool calls: ~0.1 s an episode, 2 live per worker
+    tasks, settings = _tasks(env), _settings(num_repeats=8)
+    with RayWorkers(env, tasks, settings, workers=2, shard_size=10) as runner:
+        victim = runner.pids()[0]
+        report = collect(
+            env, None, tasks, tmp_path, settings, runner=KillAfter(runner, victim, after=3)
+        )
+        after = runner.pids()
+    assert not psutil.pid_exists(victim) and victim not in after  # Ray started a new process
+    assert report.engine["worker_restarts"] == 1
+    # killed mid-shard: some of its 10 rollouts had come back, the rest ran again elsewhere
+    assert 0 < report.engine["rollouts_run_again"] < 10
+    every = read_parts(tmp_path / "rollouts", every_attempt=True)
+    assert every.height == 40  # every row ever written, earlier attempts included
+    assert every.group_by("task_id", "sample_idx").len()["len"].to_list() == [1] * 40
+    assert every["rollout_id"].n_unique() == 40
+    assert every["reward"].to_list() == [1.0] * 40 and every["attempt"].to_list() == [0] * 40
+
+
+def test_every_worker_dead_fails_with_a_kind_and_the_rerun_resumes(cluster, tmp_path):
+    env = SlowCounter(delay_s=0.03)
+    tasks, settings = _tasks(env), _settings(num_repeats=8)
+    with RayWorkers(env, tasks, settings, workers=1, shard_size=40, max_restarts=0) as runner:
+        killer = KillAfter(runner, runner.pids()[0], after=5)
+        with pytest.raises(GymflowError) as caught:
+            collect(env, None, tasks, tmp_path, settings, runner=killer)
+    assert caught.value.kind == FailureKind.BACKEND_UNAVAILABLE
+    assert "run the collection again to resume" in str(caught.value)
+    written = read_parts(tmp_path / "rollouts").height
+    assert 5 <= written < 40  # what came back before the kill is on disk
+    with RayWorkers(env, tasks, settings, workers=2) as runner:
+        report = collect(env, None, tasks, tmp_path, settings, runner=runner)
+    assert (report.already_on_disk, report.collected) == (written, 40 - written)
+    assert read_parts(tmp_path / "rollouts", every_attempt=True)["rollout_id"].n_unique() == 40
+
+
+def test_the_collect_flow_runs_on_ray(cluster, prefect_engine, tmp_path):
+    """The Prefect flow with ``engine: ray``: on the cluster this process is connected to."""
+    from gymflow.flows.collect import collect as collect_flow
+    from gymflow.rollout.collection import CollectOptions
+
+    options = CollectOptions(
+        env="counter", tasks=TASKS, policy="scripted:counter", out=tmp_path, num_repeats=2,
+        run_id="flow", engine="ray", ray_workers=2,
+    )  # fmt: skip
+    report = collect_flow(options.model_dump(mode="json"))  # as a deployment passes it
+    assert report["collected"] == 10 and report["engine"]["name"] == "ray"
+    assert report["engine"]["cluster_start_s"] == 0.0  # the module's cluster, not a new one
+    assert read_rollouts(tmp_path)["reward"].to_list() == [1.0] * 10
+
+
+def test_a_worker_that_cannot_start_says_why(cluster, tmp_path):
+    env = CounterEnvironment()
+    settings = _settings(policy_spec=f"transformers:{tmp_path / 'no-model'}")
+    with pytest.raises(GymflowError) as caught:
+        RayWorkers(env, _tasks(env), settings, workers=1, max_restarts=0)
+    assert "no-model" in str(caught.value)
+
+
+def test_cli_collects_on_its_own_local_cluster(tmp_path):
+    """The command starts a local cluster, collects, stops it: none of its processes outlive it."""
+    out = tmp_path / "out"
+    cmd = [GYMFLOW, "rollouts", "collect", "--env", "counter", "--tasks"]
+    cmd += [str(TASKS), "--policy", "scripted:counter", "--out", str(out)]
+    cmd += ["--num-repeats", "2", "--engine", "ray", "--ray-workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "10 collected" in stdout and "ray: 2 workers" in stdout, stdout
+    report = json.loads((out / "collect.json").read_text())
+    assert report["engine"]["name"] == "ray" and report["engine"]["cluster_start_s"] > 0
+    assert read_rollouts(out)["reward"].to_list() == [1.0] * 10
+    # Ray names a local cluster's session folder after the process that started it
+    session = f"_{proc.pid}/"
+    time.sleep(1.0)  # processes the shutdown signalled are gone within a second or so
+    left = [
+        p.info["name"]
+        for p in psutil.process_iter(["name", "cmdline"])
+        if any(session in part for part in p.info["cmdline"] or [])
+    ]
+    assert not left, left
+
+
+def test_cli_refuses_a_ray_address_for_the_local_engine(tmp_path):
+    from typer.testing import CliRunner
+
+    from gymflow.cli.main import app
+
+    args = ["rollouts", "collect", "--env", "counter", "--tasks", str(TASKS), "--policy"]
+    args += ["scripted:counter", "--out", str(tmp_path), "--ray-address", "127.0.0.1:6379"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "--ray-address: Value error, a Ray address is for the ray engine" in result.output
+
+
+def _gold(tasks):
+    from gymflow.policy.spec import load_policy
+
+    return load_policy("scripted:counter", tasks=tasks)
