@@ -22,6 +22,7 @@ from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
 from gymflow.eval.evaluation import evaluate_policy
 from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.fault_injection import fail_after_checkpoint
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import (
     Checkpoint,
@@ -54,6 +55,8 @@ def _sft(
     should_stop=None,
     log_to_mlflow: bool = True,
 ) -> dict:
+    """SFT (or the control, with ``budget_s`` or ``should_stop``) from ``start`` into ``out``,
+    resuming from the last checkpoint there; the stage is named after ``out``."""
     from transformers import AutoTokenizer
 
     env = get_env(cfg.env)
@@ -77,6 +80,7 @@ def _sft(
     return run_sft(
         Path(start), out, demos, settings, evaluate=sampled_success, time_budget_s=budget_s,
         log_to_mlflow=log_to_mlflow, should_stop=should_stop,
+        callbacks=fail_after_checkpoint(run.dir, out.name),
     )  # fmt: skip
 
 
@@ -86,11 +90,13 @@ def sft_stage(
 ) -> SFTResult:
     with stage(run, "sft") as info:
         result = _sft(run, cfg, data, policy.path, run.dir / "sft", None)
+        _log_resumed_from(result)
     return SFTResult(
         path=result["path"],
         steps=result["steps"],
         history=result["history"],
         demos=cfg.demos,
+        resumed_from=result["resumed_from"],
         stage=info,
     )
 
@@ -154,7 +160,9 @@ def grpo_stage(
         source = RolloutSource(
             env, build_app(env), pool, settings, run.dir, lineage, on_batch=log_batch
         )
-        result = run_grpo(Path(start.path), folder, source, settings)
+        failure = fail_after_checkpoint(run.dir, "grpo")
+        result = run_grpo(Path(start.path), folder, source, settings, callbacks=failure)
+        _log_resumed_from(result)
         twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}
@@ -195,6 +203,7 @@ def sft_control_stage(
         else:
             result = _control_beside_grpo(run, cfg, data, start.path, threads)
             _log_history(result["history"])
+        _log_resumed_from(result)
     beside = budget_s is None
     return SFTControlResult(
         path=result["path"],
@@ -202,6 +211,7 @@ def sft_control_stage(
         history=result["history"],
         budget_s=result["grpo_wall_s"] if beside else budget_s,
         beside_grpo=beside,
+        resumed_from=result["resumed_from"],
         stage=info,
     )
 
@@ -239,6 +249,13 @@ def _control_child(
     out = run.dir / "sft_control"
     result = _sft(run, cfg, data, start, out, None, should_stop=clock, log_to_mlflow=False)
     return {**result, "grpo_wall_s": clock.budget_s}  # the wall time it matched
+
+
+def _log_resumed_from(result: dict) -> None:
+    """The checkpoint the trainer resumed from (``none``: from the start), a stage-run param."""
+    import mlflow
+
+    mlflow.log_param("resumed_from", result["resumed_from"] or "none")
 
 
 def _log_history(history: list[dict]) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.lifecycle.fault_injection import maybe_fail
 from gymflow.lifecycle.stage_results import StageInfo
 
 
@@ -55,13 +54,13 @@ def stage(run: RunContext, name: str) -> Iterator[StageInfo]:
     """Open the stage's nested MLflow run and time it; ``info.wall_s`` is set on exit, and the
     stage's key figures are published to Prefect (:mod:`gymflow.lifecycle.stage_report`).
 
-    ``GYMFLOW_FAIL_AT=<stage>`` makes that stage fail once on entry (fault injection for
-    resume drills and tests); the marker file under the run folder makes it fail only once.
+    ``GYMFLOW_FAIL_AT=<stage>`` makes that stage fail once on entry
+    (:mod:`gymflow.lifecycle.fault_injection`).
     """
     from gymflow.lifecycle.stage_report import publish_stage
     from gymflow.lifecycle.tracking import stage_run
 
-    _maybe_inject_failure(run, name)
+    maybe_fail(run.dir, name)
     started = time.time()
     with stage_run(run.mlflow_parent_id, name, run.run_id) as mlrun:
         info = StageInfo(mlflow_run_id=mlrun.info.run_id)
@@ -71,16 +70,3 @@ def stage(run: RunContext, name: str) -> Iterator[StageInfo]:
 
         mlflow.log_metric("stage_wall_s", info.wall_s)
         publish_stage(run.home, name, run.run_id, info.mlflow_run_id, info.wall_s)
-
-
-def _maybe_inject_failure(run: RunContext, name: str) -> None:
-    if os.environ.get("GYMFLOW_FAIL_AT") != name:
-        return
-    marker = run.dir / f".injected-failure-{name}"
-    if marker.exists():
-        return
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text("stage failed once on purpose (GYMFLOW_FAIL_AT)\n")
-    raise GymflowError(
-        FailureKind.INJECTED_FAILURE, f"injected failure in stage {name} (GYMFLOW_FAIL_AT)"
-    )

@@ -95,6 +95,8 @@ class SFTResult(Checkpoint):
     history: list[dict[str, Any]]
     """``{"step", "sampled_success"}`` per validation."""
     demos: int
+    resumed_from: str | None = None
+    """The checkpoint an earlier attempt left and this one went on from."""
 
 
 class GRPOResult(Checkpoint):
@@ -120,6 +122,7 @@ class SFTControlResult(Checkpoint):
     budget_s: float
     beside_grpo: bool
     """Ran at the same time as GRPO (a spawned process) rather than after it."""
+    resumed_from: str | None = None
 
 
 class ControlComparison(BaseModel):

@@ -40,6 +40,7 @@ from gymflow.rollout.driver import run_window, training_batch
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS, Episode, Sampling
 from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
+from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """The ``loss_type`` values TRL 1.16 implements (``GRPOTrainer._compute_loss``)."""
@@ -114,11 +115,6 @@ class GRPOSettings(BaseModel):
         340.0, gt=0.0, description="Stop after this much training wall time (None: no limit)."
     )
     seed: int = Field(0, description="Trainer and sampling seed.")
-
-
-WALL_FILE = "gymflow_train_wall_s"
-"""In each checkpoint: the training wall time up to it, across resumes (the time budget and the
-SFT control's budget count it)."""
 
 
 class RolloutSource:
@@ -279,9 +275,11 @@ def run_grpo(
     resume: bool = True,
     callbacks: list | None = None,
 ) -> dict:
-    """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any.
+    """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any
+    (:mod:`gymflow.train.resume`: the wall time of earlier attempts counts against the budget).
 
-    ``callbacks`` are extra ``TrainerCallback``s (the step benchmark times steps with one).
+    ``callbacks`` are extra ``TrainerCallback``s, called after the checkpoint's progress is
+    recorded (the step benchmark times steps with one; the lifecycle injects failures).
     """
     import os
 
@@ -289,20 +287,17 @@ def run_grpo(
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
+    progress = Progress.find(out_dir / "trainer", resume)
+
     class TimeBudget(TrainerCallback):
-        """Stops at the time budget, counting the wall time of earlier attempts of a resumed
-        run (kept in each checkpoint), so a resume does not get a fresh budget."""
+        """Stops at the time budget, earlier attempts' training time included."""
 
         def on_step_end(self, args, state, control, **kw):
             # the step's rollouts are on disk before its checkpoint (saved after this) can be
             source.wait_stored()
-            if settings.time_budget_s is not None and trained_s() > settings.time_budget_s:
+            budget = settings.time_budget_s
+            if budget is not None and progress.trained_s() > budget:
                 control.should_training_stop = True
-            return control
-
-        def on_save(self, args, state, control, **kw):
-            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            (folder / WALL_FILE).write_text(f"{trained_s():.3f}\n")
             return control
 
     from datasets import Dataset
@@ -324,19 +319,13 @@ def run_grpo(
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=source,
-        callbacks=[TimeBudget(), *(callbacks or [])],
+        callbacks=[TimeBudget(), progress.recorder(), *(callbacks or [])],
         peft_config=peft_config,
     )
     trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
-    checkpoint = _last_checkpoint(out_dir / "trainer") if resume else None
-    done_steps = int(checkpoint.name.split("-")[1]) if checkpoint else 0
+    checkpoint, done_steps = progress.checkpoint, progress.steps
     source.resume_at(done_steps)
-    before_s = _wall_in(checkpoint)
-    started = time.time()
-
-    def trained_s() -> float:
-        return before_s + time.time() - started
-
+    progress.start_clock()
     try:
         if done_steps >= settings.max_steps:
             # Killed after its last step: the checkpoint is the result. Resuming from it would
@@ -351,7 +340,7 @@ def run_grpo(
             source.wait_stored()
         raise
     source.wait_stored()
-    wall = trained_s()
+    wall = progress.trained_s()
     final = out_dir / "final"
     if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
         trainer.model.merge_and_unload().save_pretrained(final)
@@ -362,7 +351,7 @@ def run_grpo(
         "path": str(final),
         "steps": trainer.state.global_step,
         "wall_s": round(wall, 2),
-        "resumed_from": str(checkpoint) if checkpoint else None,
+        "resumed_from": progress.resumed_from,
         "dynamic_sampling": dict(source.stats),
         "log_history": trainer.state.log_history,
     }
@@ -406,24 +395,10 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
         logging_steps=1,
         save_strategy="steps",
         save_steps=settings.save_every,
-        save_total_limit=1,
+        save_total_limit=KEEP_CHECKPOINTS,
         report_to="mlflow" if log_to_mlflow else "none",
         gradient_checkpointing=False,
         disable_tqdm=True,
         dataloader_num_workers=0,
         seed=settings.seed,
     )
-
-
-def _wall_in(checkpoint: Path | None) -> float:
-    """Training wall time up to ``checkpoint`` (0 without one, or one saved before it was kept)."""
-    if checkpoint is None or not (checkpoint / WALL_FILE).exists():
-        return 0.0
-    return float((checkpoint / WALL_FILE).read_text())
-
-
-def _last_checkpoint(folder: Path) -> Path | None:
-    if not folder.exists():
-        return None
-    points = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return points[-1] if points else None

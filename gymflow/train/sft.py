@@ -7,18 +7,22 @@ scores *sampled* success on a small validation set and keeps the best checkpoint
 start that already succeeds on sampled rollouts some of the time, and greedy success overstates
 that for an under-trained model (an under-trained model's greedy answer can be right while
 most of its samples are not).
+
+The trainer also saves a checkpoint at every evaluation and when it stops (the newest two kept,
+with the best score and history so far, :mod:`gymflow.train.resume`); a re-run on the same
+folder resumes from the last one, its earlier training time counting against a time budget.
 """
 
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 
 SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
 """The MLflow metric of every checkpoint-picking evaluation (step = the SFT step)."""
@@ -33,7 +37,9 @@ class SFTSettings(BaseModel):
         1e-3, gt=0.0, le=1.0, description="Peak learning rate (constant after warm-up)."
     )
     warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")
-    eval_every: int = Field(25, ge=1, description="Steps between sampled-success evaluations.")
+    eval_every: int = Field(
+        25, ge=1, description="Steps between sampled-success evaluations (and checkpoints)."
+    )
     target_sampled_success: float = Field(
         0.3,
         ge=0.0,
@@ -85,12 +91,19 @@ def run_sft(
     time_budget_s: float | None = None,
     log_to_mlflow: bool = True,
     should_stop: Callable[[float], bool] | None = None,
+    resume: bool = True,
+    callbacks: list | None = None,
 ) -> dict:
     """Train on ``demos`` (``{"prompt": str, "completion": str}``); returns the best checkpoint.
 
     ``evaluate(model, tokenizer) -> sampled success`` picks the checkpoint; without it the last
     step is kept. ``should_stop(elapsed_s)`` is asked after every step (the control's
-    :class:`~gymflow.train.twin_clock.TwinClock`); it may raise to abandon the run. Returns ``{"path", "steps", "wall_s", "history": [{"step", "sampled_success"}]}``.
+    :class:`~gymflow.train.twin_clock.TwinClock`); it may raise to abandon the run.
+    ``elapsed_s`` and ``time_budget_s`` count training time, earlier attempts' included. With
+    ``resume``, training goes on from the last checkpoint in ``out_dir`` (a finished one is
+    the result as is). ``callbacks``: extra ``TrainerCallback``s, called after a checkpoint's
+    progress is recorded. Returns ``{"path", "steps", "wall_s", "resumed_from", "history":
+    [{"step", "sampled_success"}]}``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -101,11 +114,23 @@ def run_sft(
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path)
     best_dir = out_dir / "best"
-    history: list[dict] = []
-    started = time.time()
+    progress = Progress.find(out_dir / "trainer", resume)
+    history: list[dict] = list(progress.state.get("history", []))
+
+    same_settings = progress.state.get("settings") == settings.model_dump_json()
 
     class Watch(TrainerCallback):
-        best = -1.0
+        best = float(progress.state.get("best", -1.0))
+        # finished under other settings (a re-run with a fix): train on from its checkpoint
+        stopped = bool(progress.state.get("finished")) and same_settings
+
+        def carry(self) -> dict:
+            return {
+                "best": self.best,
+                "history": history,
+                "finished": self.stopped,
+                "settings": settings.model_dump_json(),
+            }
 
         def on_step_end(self, args, state, control, **kw):
             step = state.global_step
@@ -123,11 +148,13 @@ def run_sft(
                     _save(model, tokenizer, best_dir)
                 if score >= settings.target_sampled_success:
                     control.should_training_stop = True
-            elapsed = time.time() - started
+            elapsed = progress.trained_s()
             if time_budget_s is not None and elapsed > time_budget_s:
                 control.should_training_stop = True
             if should_stop is not None and should_stop(elapsed):
                 control.should_training_stop = True
+            self.stopped = control.should_training_stop  # max_steps included (set before us)
+            control.should_save = control.should_save or self.stopped
             return control
 
     config = SFTConfig(
@@ -139,7 +166,9 @@ def run_sft(
         warmup_steps=settings.warmup_steps,
         weight_decay=0.0,
         logging_steps=10,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=settings.eval_every,
+        save_total_limit=KEEP_CHECKPOINTS,
         report_to="mlflow" if log_to_mlflow else "none",
         use_cpu=True,
         bf16=False,
@@ -150,12 +179,13 @@ def run_sft(
         seed=settings.seed,
         disable_tqdm=True,
     )
+    watch = Watch()
     trainer = SFTTrainer(
         model=model,
         args=config,
         train_dataset=Dataset.from_list(demos),
         processing_class=tokenizer,
-        callbacks=[Watch()],
+        callbacks=[watch, progress.recorder(watch.carry), *(callbacks or [])],
     )
     trainer.remove_callback(PrinterCallback)  # metrics go to MLflow; keep the console readable
     if len(trainer.train_dataset) == 0:  # TRL drops pairs with nothing left to learn
@@ -164,13 +194,19 @@ def run_sft(
             f"none of the {len(demos)} demonstrations fits the model's "
             f"{model.config.max_position_embeddings}-token context with its completion",
         )
-    trainer.train()
+    progress.start_clock()
+    if watch.stopped:  # the last attempt finished training: its last checkpoint is the result
+        trainer._load_from_checkpoint(str(progress.checkpoint))
+        trainer.state.global_step = progress.steps
+    else:
+        trainer.train(resume_from_checkpoint=progress.resumed_from)
     if evaluate is None or not best_dir.exists():
         _save(model, tokenizer, best_dir)
     return {
         "path": str(best_dir),
         "steps": trainer.state.global_step,
-        "wall_s": round(time.time() - started, 2),
+        "wall_s": round(progress.trained_s(), 2),
+        "resumed_from": progress.resumed_from,
         "history": history,
     }
 
