@@ -5,53 +5,21 @@ must agree task by task, and the cost comes from the usage the server reports.""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import httpx
 import polars as pl
 import pytest
+from policy_server import free_port, served_policy
 from typer.testing import CliRunner
 
 from gymflow.cli.main import app
 from gymflow.rollout.store import read_rollouts
 
-GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def served(micro_tool_call_model):
     """``gymflow policy serve`` of the micro model, as its own process."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [GYMFLOW, "policy", "serve", "--model", str(micro_tool_call_model), "--port", str(port),
-         "--name", "micro"],
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "policy serve did not start"
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with served_policy(str(micro_tool_call_model), "micro") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 def test_served_policy_is_evaluated_like_the_same_model_in_process(
@@ -92,7 +60,7 @@ def test_served_policy_is_evaluated_like_the_same_model_in_process(
 
 
 def test_a_server_that_went_away_is_a_failure_bucket_not_a_crash(gym_home, tmp_path):
-    dead = f"openai:http://127.0.0.1:{_free_port()}/v1?model=m&retries=0&timeout_s=2"
+    dead = f"openai:http://127.0.0.1:{free_port()}/v1?model=m&retries=0&timeout_s=2"
     out = tmp_path / "dead"
     result = CliRunner().invoke(
         app,

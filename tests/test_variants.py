@@ -10,14 +10,10 @@ by verdict, and the wiring into ``gymflow tasks generate`` and the ``generate_ta
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+from policy_server import free_port, served_policy
 from typer.testing import CliRunner
 
 from gymflow.cli.main import app
@@ -31,7 +27,6 @@ from gymflow.env.registry import get_env
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.task_variants import VariantSettings, add_variants
 
-GYMFLOW = str(Path(sys.executable).with_name("gymflow"))
 FORMAT = "\n\nPut the final answer in \\boxed{}."
 MATH = get_env("math")
 
@@ -91,36 +86,11 @@ def replies(tmp_path_factory) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def teacher(replies) -> str:
     """``gymflow policy serve`` of the prepared replies, as its own process: its spec."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [GYMFLOW, "policy", "serve", "--model", f"scripted:replies={replies}",
-         "--port", str(port), "--name", "teacher"],
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "policy serve did not start"
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with served_policy(f"scripted:replies={replies}", "teacher") as url:
         yield f"openai:{url}?model=teacher"
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 @pytest.mark.parametrize("where", ["served", "in-process"])
@@ -201,7 +171,7 @@ def test_a_bad_teacher_is_one_line_with_its_kind(tmp_path):
     unknown = runner.invoke(app, [*args, "--variants-from", "teacher:x"])
     assert unknown.exit_code == 2
     assert "[bad_request] variants.teacher: unknown policy backend 'teacher'" in unknown.output
-    gone = f"openai:http://127.0.0.1:{_free_port()}/v1?model=t&retries=0&timeout_s=2"
+    gone = f"openai:http://127.0.0.1:{free_port()}/v1?model=t&retries=0&timeout_s=2"
     down = runner.invoke(app, [*args, "--variants-from", gone])
     assert down.exit_code == 2 and "Traceback" not in down.output
     assert "[policy_unavailable] the variants teacher" in down.output
