@@ -95,8 +95,8 @@ def cluster():
     ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
-def _tasks(env):
-    return list(load_tasks(env, TASKS).values())
+def _tasks(env, path: Path = TASKS):
+    return list(load_tasks(env, path).values())
 
 
 def _settings(**kw) -> CollectSettings:
@@ -215,6 +215,31 @@ def test_the_collect_flow_runs_on_ray(cluster, prefect_engine, tmp_path):
     assert read_rollouts(tmp_path)["reward"].to_list() == [1.0] * 10
 
 
+def test_workers_hold_a_real_model(cluster, micro_tool_call_model, tmp_path):
+    """transformers in each worker: the rows carry the token view training needs, under the
+    same ids and seeds as a local collection of the same plan."""
+    from gymflow.env.registry import get_env
+
+    env = get_env("tool_call")
+    tasks = _tasks(env, ROOT / "environments" / "tool_call" / "examples" / "tasks.jsonl")[:3]
+    spec = f"transformers:{micro_tool_call_model}"
+    settings = _settings(
+        num_repeats=2, policy_spec=spec, sampling=Sampling(max_new_tokens=8),
+        reward_range=env.reward_range,
+    )  # fmt: skip
+    local = collect(env, _policy(spec, tasks), tasks, tmp_path / "local", settings)
+    with RayWorkers(env, tasks, settings, workers=2, shard_size=2) as runner:
+        on_ray = collect(env, None, tasks, tmp_path / "ray", settings, runner=runner)
+    assert on_ray.collected == local.collected == 6 and on_ray.unscored == 0
+    rows = read_rollouts(tmp_path / "ray").sort("rollout_id")
+    ids = ["rollout_id", "task_id", "sample_idx", "seed", "policy"]
+    assert rows.select(ids).equals(read_rollouts(tmp_path / "local").sort("rollout_id").select(ids))
+    for row in rows.iter_rows(named=True):
+        assert row["prompt_ids"] and row["completion_ids"]
+        assert len(row["logprobs"]) == len(row["completion_ids"]) == len(row["env_mask"])
+        assert sum(row["env_mask"]) > 0
+
+
 def test_a_worker_that_cannot_start_says_why(cluster, tmp_path):
     env = CounterEnvironment()
     settings = _settings(policy_spec=f"transformers:{tmp_path / 'no-model'}")
@@ -260,6 +285,10 @@ def test_cli_refuses_a_ray_address_for_the_local_engine(tmp_path):
 
 
 def _gold(tasks):
+    return _policy("scripted:counter", tasks)
+
+
+def _policy(spec: str, tasks):
     from gymflow.policy.spec import load_policy
 
-    return load_policy("scripted:counter", tasks=tasks)
+    return load_policy(spec, tasks=tasks)
