@@ -63,6 +63,10 @@ def run_config(
         source = f"{saved}: " if saved is not None and saved.exists() and not overrides else ""
         raise GymflowError(FailureKind.BAD_CONFIG, source + describe(exc)) from None
     check_env(cfg.env)
+    if cfg.model_path:  # an unusable checkpoint is refused before any stage runs
+        from gymflow.policy.checkpoints import check_checkpoint
+
+        check_checkpoint(cfg.model_path)
     return cfg
 
 

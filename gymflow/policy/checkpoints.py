@@ -35,11 +35,9 @@ TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 """Never linked into an adapted copy: its template is the one its tokenizer files hold."""
 
 
-def checkpoint_folder(
-    location: str | Path, cache: Path | None = None, needs_tools: bool = True
-) -> Path:
+def checkpoint_folder(location: str | Path, cache: Path | None = None) -> Path:
     """The ``from_pretrained`` folder for ``location`` (a folder, a ``.gguf``, ``catalog:NAME``),
-    checked and, where needed, adapted; ``needs_tools``: the tasks give the model tools."""
+    checked and, where needed, adapted."""
     cache = cache or cache_dir()
     text = str(location)
     if text.startswith(CATALOG_PREFIX):
@@ -48,10 +46,10 @@ def checkpoint_folder(
         folder = materialize(Path(text), cache)
     else:
         folder = Path(text)
-    return usable_folder(folder, cache, needs_tools)
+    return usable_folder(folder, cache)
 
 
-def check_checkpoint(location: str | Path, needs_tools: bool = True) -> None:
+def check_checkpoint(location: str | Path) -> None:
     """Refuse an unusable checkpoint before any work (its tokenizer is loaded, nothing else).
 
     A ``.gguf`` file must exist; ``catalog:NAME`` is checked when it is fetched.
@@ -63,13 +61,13 @@ def check_checkpoint(location: str | Path, needs_tools: bool = True) -> None:
         if not Path(text).is_file():
             raise unusable(text, "no such GGUF file")
         return
-    inspect_template(load_tokenizer(Path(text)), text, needs_tools)
+    inspect_template(load_tokenizer(Path(text)), text)
 
 
-def usable_folder(folder: Path, cache: Path, needs_tools: bool = True) -> Path:
+def usable_folder(folder: Path, cache: Path) -> Path:
     """``folder`` if gymflow can drive it as it is, else its adapted copy (made once)."""
     tokenizer = load_tokenizer(folder)
-    changes = inspect_template(tokenizer, str(folder), needs_tools)
+    changes = inspect_template(tokenizer, str(folder))
     if not changes:
         return folder
     return _adapted_copy(folder, tokenizer, changes, cache)

@@ -9,9 +9,8 @@ or refuses it with ``unusable_checkpoint``, saying what is missing and what to d
 
 Refused: no chat template, or one that fails on a user turn; no EOS token; a generation prompt
 that is not where the template starts the assistant turn; an assistant turn that ends in plain
-text instead of a special token; and, where the tasks have tools, a template that writes a tool
-call in another format (Llama 3.1's bare JSON, Mistral's ``[TOOL_CALLS]``) or cannot write a
-tool result.
+text instead of a special token; a template that writes a tool call in another format (Llama
+3.1's bare JSON, Mistral's ``[TOOL_CALLS]``) or cannot write a tool result.
 
 Adapted: a template that ignores tools gets gymflow's tool preamble
 (:func:`gymflow.policy.tool_template.add_tools`); an assistant turn that ends in a special token
@@ -68,10 +67,11 @@ class ObservationText:
     last: str
 
 
-def inspect_template(tokenizer, where: str, needs_tools: bool = True) -> dict[str, str]:
+def inspect_template(tokenizer, where: str) -> dict[str, str]:
     """Check ``tokenizer`` (adapting it in place); what was changed, or ``unusable_checkpoint``.
 
-    ``needs_tools``: the tasks give the model tools, so tool calls and results must render.
+    Tool calls must render as gymflow reads them even for environments without tools: a policy
+    is loaded before its tasks are known, and one rule everywhere means no stage refuses late.
     """
     if not tokenizer.chat_template:
         raise unusable(
@@ -119,7 +119,7 @@ def inspect_template(tokenizer, where: str, needs_tools: bool = True) -> dict[st
         else:
             tokenizer.chat_template = original
         problem = wrapped if wrapped is None or problem == IGNORED else problem
-    if problem and needs_tools:
+    if problem:
         raise unusable(where, problem)
     return changes
 
