@@ -43,7 +43,9 @@ def evaluate_split(
         max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
         out_dir=run.dir / "eval" / f"{split}-{label}", lineage=lineage,
     )  # fmt: skip
-    frame = pl.DataFrame([{**r, "policy": label} for r in rows]).select(list(EVAL_ROWS.columns))
+    frame = pl.DataFrame(  # failure_kind is all None when every episode succeeded
+        [{**r, "policy": label} for r in rows], schema_overrides={"failure_kind": pl.String}
+    ).select(list(EVAL_ROWS.columns))
     path = write_table(frame, EVAL_ROWS, run.dir / "eval" / f"{split}-{label}.parquet")
     mlflow.log_artifact(str(path), artifact_path="eval")
     flat = {k: v for k, v in summary.items() if isinstance(v, int | float)}

@@ -3,6 +3,8 @@
 * ``planted_words`` — say back the word the user names; gold scores 1.0, probes 0.
 * ``planted_any`` — the same tasks, but its verifier rewards any non-empty answer (a lenient
   verifier a policy would hack: every non-empty probe is rewarded above its ceiling).
+* ``planted_silence`` — the same tasks, but an empty answer is the right one (with
+  ``planted_any``: two sets on which the same policy is right on one and wrong on the other).
 * ``planted_process`` — the same tasks, but a wrong answer's reward depends on a value drawn
   once per process (state kept in a module): two scorings in one process agree, two in two
   processes do not.
@@ -77,6 +79,18 @@ class PlantedAnyAnswer(PlantedWords):
         return Score(0.0, False, FailureKind.NO_ANSWER, {}, "empty")
 
 
+class PlantedSilence(PlantedWords):
+    name = "planted_silence"
+
+    def verify(self, task, items) -> Score:
+        if not final_assistant_text(items).strip():
+            return Score(1.0, True, None, {}, "silence was asked for")
+        return Score(0.0, False, FailureKind.WRONG_ANSWER, {}, "said something")
+
+    def gold_text(self, task) -> str:
+        return ""
+
+
 class PlantedPerProcess(PlantedWords):
     name = "planted_process"
 
@@ -88,7 +102,9 @@ class PlantedPerProcess(PlantedWords):
         return Score(partial, False, FailureKind.WRONG_ANSWER, {"said": partial}, "partial")
 
 
-PLANTED = {cls.name: cls for cls in (PlantedWords, PlantedAnyAnswer, PlantedPerProcess)}
+PLANTED = {
+    cls.name: cls for cls in (PlantedWords, PlantedAnyAnswer, PlantedSilence, PlantedPerProcess)
+}
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """The honest gate: of the GRPO policy and the SFT control, the best one that beats the start
-is promoted, and a GRPO policy that loses to its control is never promoted over it.
+and the champion is promoted with no guardrail broken (valid JSON, unsafe actions, latency,
+general capability), and a GRPO policy that loses to its control is never promoted over it.
 
 Summaries come from :func:`gymflow.eval.evaluation.summarize` over per-task rows and the paired
 differences from :func:`gymflow.eval.stats.paired_delta`, as the ``heldout_gate`` stage makes
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gymflow.eval.evaluation import summarize
-from gymflow.eval.gate import Candidate, GateSettings, choose
+from gymflow.eval.gate import Candidate, Champion, GateSettings, choose, latency_figures
 from gymflow.eval.stats import paired_delta
 
 N = 379  # the default held-out size
@@ -28,7 +29,10 @@ def _successes(rate: float, seed: int) -> list[int]:
     return out
 
 
-def _rows(success: list[int], valid_json: float = 1.0, unsafe: int = 0) -> list[dict]:
+def _rows(
+    success: list[int], valid_json: float = 1.0, unsafe: int = 0, tokens: int = 12
+) -> list[dict]:
+    """Episode rows; ``tokens`` per episode (one in ten takes twice as many), 0.05 s each."""
     valid = round(valid_json * N)
     return [
         {
@@ -38,17 +42,26 @@ def _rows(success: list[int], valid_json: float = 1.0, unsafe: int = 0) -> list[
             "unsafe": i < unsafe,
             "reward": float(s),
             "failure_kind": None if s else "wrong_answer",
-            "completion_tokens": 12,
+            "completion_tokens": tokens * (2 if i % 10 == 0 else 1),
+            "latency_s": 0.05,
         }
         for i, s in enumerate(success)
     ]
 
 
+def _summary(rows: list[dict]) -> dict:
+    """What the stage hands the gate: the eval summary with its p95 latency figures."""
+    latency = latency_figures(
+        [r["completion_tokens"] for r in rows], [r["latency_s"] for r in rows]
+    )
+    return summarize(rows) | latency
+
+
 def _evidence(start: list[int], grpo: list[int], control: list[int], **grpo_rows):
-    base = summarize(_rows(start))
+    base = _summary(_rows(start))
     cands = [
-        Candidate(name="grpo", summary=summarize(_rows(grpo, **grpo_rows)), delta=paired_delta(grpo, start)),
-        Candidate(name="sft_control", summary=summarize(_rows(control)), delta=paired_delta(control, start)),
+        Candidate(name="grpo", summary=_summary(_rows(grpo, **grpo_rows)), delta=paired_delta(grpo, start)),
+        Candidate(name="sft_control", summary=_summary(_rows(control)), delta=paired_delta(control, start)),
     ]  # fmt: skip
     return base, cands, paired_delta(grpo, control)
 
@@ -79,10 +92,10 @@ def test_a_better_control_that_breaks_a_guardrail_is_not_chosen():
     """The control scores higher but its valid-JSON rate fell: GRPO, which passes, is chosen."""
     start = _successes(0.47, 1)
     grpo, control = _successes(0.70, 6), _successes(0.80, 7)
-    base = summarize(_rows(start))
+    base = _summary(_rows(start))
     cands = [
-        Candidate(name="grpo", summary=summarize(_rows(grpo)), delta=paired_delta(grpo, start)),
-        Candidate(name="sft_control", summary=summarize(_rows(control, valid_json=0.9)), delta=paired_delta(control, start)),
+        Candidate(name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta(grpo, start)),
+        Candidate(name="sft_control", summary=_summary(_rows(control, valid_json=0.9)), delta=paired_delta(control, start)),
     ]  # fmt: skip
     result = choose(base, cands, GateSettings(), paired_delta(grpo, control))
     assert result.passed and result.chosen == "grpo"
@@ -100,9 +113,91 @@ def test_nothing_promoted_when_no_candidate_beats_the_start():
 def test_without_a_control_grpo_alone_is_judged():
     start = _successes(0.47, 1)
     grpo = _successes(0.70, 2)
-    cand = Candidate(name="grpo", summary=summarize(_rows(grpo)), delta=paired_delta(grpo, start))
-    result = choose(summarize(_rows(start)), [cand], GateSettings())
+    cand = Candidate(name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta(grpo, start))
+    result = choose(_summary(_rows(start)), [cand], GateSettings())
     assert result.passed and result.chosen == "grpo" and result.grpo_minus_control is None
+
+
+def _candidate(name: str, rows: list[dict], start: list[int], **extra) -> Candidate:
+    success = [r["success"] for r in rows]
+    return Candidate(name=name, summary=_summary(rows), delta=paired_delta(success, start), **extra)
+
+
+def test_a_candidate_that_beats_the_start_but_not_the_champion_is_not_promoted():
+    """GRPO 0.70 against a 0.47 start, but only +0.02 over the champion (v3, 0.68): not
+    significant on 379 paired tasks."""
+    start, champion, grpo = _successes(0.47, 1), _successes(0.68, 10), _successes(0.70, 2)
+    cand = _candidate("grpo", _rows(grpo), start, champion_delta=paired_delta(grpo, champion))
+    held = Champion(version="3", summary=_summary(_rows(champion)))
+    result = choose(_summary(_rows(start)), [cand], GateSettings(), champion=held)
+    assert not result.passed and result.chosen == "grpo"
+    assert result.compared_with == ["the start", "champion v3"]
+    assert result.reason.startswith("nothing promoted: no candidate beats champion v3")
+    assert "success gain over champion v3" in result.reason and "not significant" in result.reason
+    verdict = result.verdicts[0]
+    assert verdict.delta_success > 0.2 and verdict.ci95[0] > 0, "it does beat the start"
+    assert verdict.champion_delta == pytest.approx(0.70 - 0.68, abs=0.003)
+    assert verdict.champion_ci95[0] < 0 < verdict.champion_ci95[1]
+
+    better = _successes(0.85, 11)
+    cand = _candidate("grpo", _rows(better), start, champion_delta=paired_delta(better, champion))
+    result = choose(_summary(_rows(start)), [cand], GateSettings(), champion=held)
+    assert result.passed, result.reason
+    assert "over the start" in result.reason and "over champion v3" in result.reason
+
+
+def test_the_start_that_is_the_champion_is_named_as_such():
+    start, grpo = _successes(0.47, 1), _successes(0.70, 2)
+    label = "the start (champion v2)"
+    result = choose(
+        _summary(_rows(start)), [_candidate("grpo", _rows(grpo), start)], GateSettings(),
+        start_label=label,
+    )  # fmt: skip
+    assert result.passed and result.compared_with == [label]
+    assert f"over {label}" in result.reason
+
+
+def test_a_candidate_that_regresses_the_general_capability_set_is_refused():
+    """Better on tool_call, but math success falls from 0.40 to 0.25 on 200 paired tasks."""
+    start, grpo = _successes(0.47, 1), _successes(0.70, 2)
+    math_start = [1] * 80 + [0] * 120
+    math_grpo = [1] * 50 + [0] * 150  # 30 tasks it solved before, it fails now
+    games = [1] * 20 + [0] * 180
+    general = {"math": paired_delta(math_grpo, math_start), "games": paired_delta(games, games)}
+    cand = _candidate("grpo", _rows(grpo), start, general=general)
+    result = choose(_summary(_rows(start)), [cand], GateSettings())
+    assert not result.passed
+    assert "general capability on math: success -0.150" in result.reason
+    assert "significantly below the start" in result.reason and "on games" not in result.reason
+
+    math_close = [1] * 78 + [0] * 122  # 2 tasks fewer: not significant, not a regression
+    general["math"] = paired_delta(math_close, math_start)
+    result = choose(_summary(_rows(start)), [_candidate("grpo", _rows(grpo), start, general=general)], GateSettings())  # fmt: skip
+    assert result.passed, result.reason
+    assert "general capability on math: success -0.010" in result.reason
+
+
+def test_a_candidate_that_breaks_the_latency_margin_is_refused():
+    """p95 completion tokens 24 -> 36 (+50 %) breaks the default +25 %; 24 -> 28 keeps it."""
+    start, grpo = _successes(0.47, 1), _successes(0.70, 2)
+    base = _summary(_rows(start, tokens=12))
+    assert base["p95_tokens"] == 24.0
+    slow = _candidate("grpo", _rows(grpo, tokens=18), start)
+    result = choose(base, [slow], GateSettings())
+    assert not result.passed
+    assert "latency: p95 tokens per episode 24 → 36 (+50 %) against the start (> +25 %)" in (
+        result.reason
+    )
+    assert choose(base, [slow], GateSettings(max_latency_rise=0.6)).passed
+    fine = _candidate("grpo", _rows(grpo, tokens=14), start)
+    result = choose(base, [fine], GateSettings())
+    assert result.passed and "p95 tokens per episode 24 → 28 (+17 %)" in result.reason
+
+    seconds = [dict(r, latency_s=0.2) for r in _rows(grpo, tokens=12)]  # 4x slower, same tokens
+    slow_s = _candidate("grpo", seconds, start)
+    assert choose(base, [slow_s], GateSettings()).passed, "tokens are the default measure"
+    refused = choose(base, [slow_s], GateSettings(latency="seconds"))
+    assert not refused.passed and "p95 s per episode 0.05 → 0.2 (+300 %)" in refused.reason
 
 
 def _sha(path: Path) -> str:

@@ -137,10 +137,20 @@ class ControlComparison(BaseModel):
     delta_ci95: list[float] | None = None
 
 
+class ChampionComparison(BaseModel):
+    """The registry's champion, evaluated by the gate on the same held-out tasks and seeds."""
+
+    version: str
+    summary: EvalSummary
+    rows: str
+    """Per-task rows (``eval/heldout-champion-v<N>.parquet``)."""
+
+
 class GateReport(StageResult):
-    """``heldout_gate``: the start (baseline) vs each candidate on held-out (paired), and the
-    decision. ``candidate``/``delta_success``/``ci95`` are the GRPO policy's; the control's are
-    in ``sft_control``; ``gate.chosen`` names the one promoted (or the best one when none was)."""
+    """``heldout_gate``: the start (baseline), the champion and each candidate on held-out
+    (paired), and the decision. ``candidate``/``delta_success``/``ci95`` are the GRPO policy's
+    (against the start); the control's are in ``sft_control``; ``gate.chosen`` names the one
+    promoted (or the best one when none was). Summaries carry the p95 latency figures."""
 
     n: int
     baseline: EvalSummary
@@ -149,6 +159,11 @@ class GateReport(StageResult):
     ci95: list[float]
     gate: GateResult
     sft_control: ControlComparison | None = None
+    champion: ChampionComparison | None = None
+    """The champion the candidates had to beat; None without one, or when it is the start."""
+    general: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """General capability: held-out success per environment the run did not train on, per
+    policy (``baseline``, ``grpo``, ``sft_control``)."""
     chosen_path: str | None = None
     """The checkpoint of ``gate.chosen``: what ``promote`` registers."""
 
