@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
-    from gymflow.rollout.ray_cluster import ray_cluster
+    from gymflow.core.ray_cluster import ray_cluster
 
     base = CounterEnvironment()
     tasks = build_tasks(base, args.tasks * 4, seed=3, heldout_frac=0.0, val_frac=0.0)

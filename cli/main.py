@@ -184,6 +184,12 @@ def env_serve(
         help="Let clients choose session ids (1-128 chars of [A-Za-z0-9_.:-]); by default "
         "the server issues random ones.",
     ),
+    ray: int = typer.Option(
+        0, min=0, help="Replicas as Ray actors (ports port … port+N-1) instead of --workers."
+    ),
+    ray_address: str = typer.Option(
+        None, help="With --ray: a running Ray cluster (default: a local one started here)."
+    ),
 ) -> None:
     """Serve an environment's resources server over HTTP."""
     from gymflow.core.failures import GymflowError
@@ -197,7 +203,14 @@ def env_serve(
         raise typer.Exit(2) from None
     _children_die_with_me()
     try:
-        status = serve(name, host, port, workers, token, insecure, client_session_ids)
+        if ray:
+            from gymflow.env.ray_replicas import serve_on_ray
+
+            status = serve_on_ray(
+                name, host, port, ray, token, insecure, client_session_ids, ray_address
+            )
+        else:
+            status = serve(name, host, port, workers, token, insecure, client_session_ids)
     except GymflowError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(2) from None

@@ -29,7 +29,7 @@ from gymflow.rollout.episode import Sampling
 from gymflow.rollout.store import read_parts, read_rollouts
 
 ray = pytest.importorskip("ray")
-from gymflow.rollout.ray_cluster import ray_cluster  # noqa: E402
+from gymflow.core.ray_cluster import ray_cluster  # noqa: E402
 from gymflow.rollout.ray_engine import RayWorkers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

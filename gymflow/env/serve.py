@@ -29,6 +29,20 @@ def worker_urls(host: str, port: int, workers: int) -> list[str]:
     return [f"http://{shown}:{port + k}" for k in range(workers)]
 
 
+def check_bind(name: str, host: str, token: str | None, insecure: bool) -> None:
+    """Refuse a non-loopback bind without a token unless ``insecure`` (then warn)."""
+    if host in LOOPBACK or token:
+        return
+    if not insecure:
+        raise GymflowError(
+            FailureKind.UNAUTHORIZED,
+            f"refusing to serve {name} on {host} without a bearer token: anyone who can "
+            "reach the port could call its tools; set --token (or GYMFLOW_ENV_TOKEN), bind "
+            "127.0.0.1, or pass --insecure to accept that",
+        )
+    print(f"warning: serving {name} on {host} without a bearer token (--insecure)", file=sys.stderr)
+
+
 def _run_worker(
     name: str,
     host: str,
@@ -40,14 +54,22 @@ def _run_worker(
 ) -> None:
     import uvicorn
 
+    app = worker_app(name, token, index, urls, client_session_ids)
+    uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
+
+
+def worker_app(
+    name: str, token: str | None, index: int, urls: list[str], client_session_ids: bool = False
+):
+    """The resources server of worker ``index`` of the workers at ``urls`` (one: no worker
+    info, sessions unprefixed)."""
     from gymflow.env.registry import get_env
     from gymflow.env.resources_server import WorkerInfo, build_app
 
     worker = WorkerInfo(index, tuple(urls)) if len(urls) > 1 else None
-    app = build_app(
+    return build_app(
         get_env(name), token=token, worker=worker, client_session_ids=client_session_ids
     )
-    uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
 
 
 def serve(
@@ -62,18 +84,7 @@ def serve(
     """Serve ``name`` until interrupted; returns an exit status."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    if host not in LOOPBACK and not token:
-        if not insecure:
-            raise GymflowError(
-                FailureKind.UNAUTHORIZED,
-                f"refusing to serve {name} on {host} without a bearer token: anyone who can "
-                "reach the port could call its tools; set --token (or GYMFLOW_ENV_TOKEN), bind "
-                "127.0.0.1, or pass --insecure to accept that",
-            )
-        print(
-            f"warning: serving {name} on {host} without a bearer token (--insecure)",
-            file=sys.stderr,
-        )
+    check_bind(name, host, token, insecure)
     urls = worker_urls(host, port, workers)
     print(f"serving {name} on {', '.join(urls)}", file=sys.stderr, flush=True)
     if workers == 1:

@@ -31,13 +31,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.ray_cluster import ray_cluster, require_ray
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment
 from gymflow.rollout.driver import OnDone, run_window
 from gymflow.rollout.engine import CollectReport, CollectSettings, collect, env_client
 from gymflow.rollout.episode import Episode
 from gymflow.rollout.model_turns import ModelTurns
-from gymflow.rollout.ray_cluster import ray_cluster, require_ray
 from gymflow.rollout.store import Planned
 
 Done = tuple[Planned, Episode | None, GymflowError | None]

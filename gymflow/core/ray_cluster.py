@@ -1,15 +1,15 @@
-"""The Ray cluster the rollout engine runs on: an existing one, or a local one started here.
+"""The Ray cluster that rollout workers and env replicas run on: an existing one, or a local one.
 
 :func:`ray_cluster` connects to a running cluster when given its address (``ray start --head``
 prints it; KubeRay's head service), or starts a local one for this process and stops it on
 exit. A local cluster is for one machine: it listens on loopback only (Ray otherwise binds its
 servers to the machine's network address), has no dashboard and a small object store, and
-its logical CPUs are ``num_cpus`` (one per rollout worker unless more are free). If this
+its logical CPUs are ``num_cpus`` (one per actor unless more are free). If this
 process is already connected to Ray (a test, a notebook, a Prefect task runner on Ray), that
 connection is used as it is and left open.
 
-Ray is an optional dependency (``pip install 'gymflow[ray]'``); without it, asking for the
-Ray engine is a ``backend_unavailable`` error that says how to install it.
+Ray is an optional dependency (``pip install 'gymflow[ray]'``); without it, asking for Ray
+is a ``backend_unavailable`` error that says how to install it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def require_ray() -> ModuleType:
     except ImportError:
         raise GymflowError(
             FailureKind.BACKEND_UNAVAILABLE,
-            "the Ray engine needs Ray: pip install 'gymflow[ray]' (or use --engine local)",
+            "this needs Ray: pip install 'gymflow[ray]' (or run it without Ray)",
         ) from None
     return ray
 
@@ -85,7 +85,7 @@ def ray_cluster(
         raise GymflowError(
             FailureKind.BACKEND_UNAVAILABLE,
             f"could not connect to {where}: {exc}; start it with `ray start --head` (and give "
-            "the address it prints), or leave --ray-address out for a local cluster",
+            "the address it prints), or give no Ray address for a local cluster",
         ) from None
     cluster = RayCluster(_gcs_address(ray), not address, round(time.perf_counter() - started, 2))
     try:

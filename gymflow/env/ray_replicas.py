@@ -1,0 +1,132 @@
+"""``gymflow env serve NAME --ray N``: an environment's resources server as N Ray actor replicas.
+
+The same HTTP API and ``/health`` as ``--workers N`` (:mod:`gymflow.env.serve`), with the
+processes placed by Ray: replica ``k`` (:class:`EnvReplica`) runs the server under uvicorn on
+port ``port + k`` of the node Ray put it on, every replica's ``/health`` lists all N URLs, and
+:class:`~gymflow.env.client.EnvClient` spreads new sessions over them and sends each later call
+of a session to the replica that holds it (the session id names it), as it does for workers.
+Actors with their own ports rather than a Ray Serve deployment: Serve's HTTP proxy routes each
+request on its own, and a session's calls must reach the process that holds its state.
+
+A replica whose process dies (killed, out of memory) is restarted by Ray, on the same port,
+up to ``max_restarts`` times: its sessions are gone (their next calls fail with
+``env_unavailable`` or ``unknown_session``, rows without a reward that ``rollouts collect
+--retry-failed`` runs again), new sessions go to it again. URLs name the host given (or, bound
+to every interface, each replica's node address); on a cluster of several nodes bind
+``0.0.0.0`` with a token. Without ``address`` a local cluster is started and stopped here
+(:mod:`gymflow.core.ray_cluster`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.ray_cluster import ray_cluster, require_ray
+from gymflow.env.serve import check_bind, worker_app
+
+WILDCARD = {"0.0.0.0", "::"}
+
+
+class EnvReplica:
+    """One replica (run as a Ray actor): the environment's server on a port of its node."""
+
+    def __init__(self, name: str, host: str, token: str | None, client_ids: bool) -> None:
+        self.name, self.host, self.token, self.client_ids = name, host, token, client_ids
+
+    def node_ip(self) -> str:
+        import ray
+
+        return ray.util.get_node_ip_address()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    async def serve(self, port: int, index: int, urls: list[str]) -> None:
+        """Serve until the actor is killed."""
+        import uvicorn
+
+        app = worker_app(self.name, self.token, index, urls, self.client_ids)
+        config = uvicorn.Config(
+            app, host=self.host, port=port, log_level="warning", access_log=False
+        )
+        try:
+            await uvicorn.Server(config).serve()
+        except SystemExit:  # uvicorn exits when it cannot bind
+            raise GymflowError(
+                FailureKind.ENV_UNAVAILABLE,
+                f"replica {index} could not serve on {self.host}:{port} (port in use?)",
+            ) from None
+
+
+def serve_on_ray(
+    name: str,
+    host: str,
+    port: int,
+    replicas: int,
+    token: str | None = None,
+    insecure: bool = False,
+    client_session_ids: bool = False,
+    address: str | None = None,
+    max_restarts: int = 3,
+) -> int:
+    """Serve ``name`` as ``replicas`` Ray actors until interrupted; returns an exit status."""
+    if replicas < 1:
+        raise GymflowError(FailureKind.BAD_REQUEST, f"--ray must be >= 1, got {replicas}")
+    check_bind(name, host, token, insecure)
+    ray = require_ray()
+    with ray_cluster(address, num_cpus=max(replicas, os.cpu_count() or 1)) as cluster:
+        actor = ray.remote(EnvReplica).options(max_restarts=max_restarts, num_cpus=1)
+        actors = [actor.remote(name, host, token, client_session_ids) for _ in range(replicas)]
+        ips = ray.get([a.node_ip.remote() for a in actors])
+        urls = [f"http://{ip if host in WILDCARD else host}:{port + k}" for k, ip in enumerate(ips)]
+        running = {actors[k].serve.remote(port + k, k, urls): k for k in range(replicas)}
+        where = f"cluster {cluster.address}" if not cluster.local else "a local cluster"
+        print(
+            f"serving {name} on {', '.join(urls)} ({replicas} Ray replicas on {where}, "
+            f"up in {cluster.start_s} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return _watch(ray, actors, running, port, urls, max_restarts)
+
+
+def _watch(ray, actors: list, running: dict, port: int, urls: list[str], max_restarts: int) -> int:
+    """Serve again on every replica Ray restarted, until a signal or one fails for good."""
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    restarts = [0] * len(actors)
+    try:
+        while not stopping:
+            done, _ = ray.wait(list(running), num_returns=1, timeout=0.2)
+            for ref in done:
+                k = running.pop(ref)
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError:
+                    restarts[k] += 1
+                    if restarts[k] > max_restarts:
+                        print(f"replica {k} died {restarts[k]} times; stopping", file=sys.stderr)
+                        return 1
+                    print(
+                        f"replica {k} died; serving {urls[k]} again from its restarted process "
+                        "(its sessions are gone)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    running[actors[k].serve.remote(port + k, k, urls)] = k
+                except ray.exceptions.RayTaskError as exc:  # it could not serve
+                    print(f"error: {getattr(exc.cause, 'detail', exc.cause)}", file=sys.stderr)
+                    return 2
+        return 0
+    finally:
+        for a in actors:
+            ray.kill(a, no_restart=True)
