@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import uuid
 from pathlib import Path
 
 from gymflow.core.paths import cache_dir
+from gymflow.policy.cached_folder import build_once
 from gymflow.policy.gguf_checkpoint import is_gguf, materialize
 from gymflow.policy.model_catalog import fetch
 from gymflow.policy.template_check import inspect_template, unusable
@@ -97,23 +96,16 @@ def load_tokenizer(folder: Path):
 
 def _adapted_copy(folder: Path, tokenizer, changes: dict[str, str], cache: Path) -> Path:
     out = Path(cache) / "checkpoints" / f"{folder.name}-{_key(folder)}-a{ADAPTATION}"
-    if (out / ADAPTED_FILE).exists():
-        return out
-    staging = out.with_name(f".{out.name}.{uuid.uuid4().hex}.tmp")
-    try:
+
+    def fill(staging: Path) -> dict:
         tokenizer.save_pretrained(staging)
         written = {p.name for p in staging.iterdir()}
         for entry in folder.iterdir():
             if entry.name not in written and entry.name not in TEMPLATE_FILES:
                 (staging / entry.name).symlink_to(entry.resolve())
-        record = {"source": str(folder.resolve()), "changes": changes}
-        (staging / ADAPTED_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        if out.exists():  # another process finished first: keep its copy
-            return out
-        staging.rename(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return out
+        return {"source": str(folder.resolve()), "changes": changes}
+
+    return build_once(out, ADAPTED_FILE, fill)
 
 
 def _key(folder: Path) -> str:

@@ -15,12 +15,10 @@ beside its final name and renamed, so an interrupted conversion leaves nothing h
 from __future__ import annotations
 
 import hashlib
-import json
-import shutil
-import uuid
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.policy.cached_folder import build_once
 from gymflow.policy.tool_template import knows_tools, with_tools
 
 SOURCE_FILE = "gguf_source.json"
@@ -48,18 +46,11 @@ def materialize(gguf: Path, cache: Path) -> Path:
         raise GymflowError(FailureKind.BAD_REQUEST, f"{gguf}: no such GGUF file")
     sha = file_sha256(gguf)
     folder = Path(cache) / "gguf" / f"{gguf.stem}-{sha[:12]}-c{CONVERSION}"
-    if (folder / SOURCE_FILE).exists():
-        return folder
-    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        source = {"gguf": str(gguf.resolve()), "sha256": sha, **_convert(gguf, staging)}
-        (staging / SOURCE_FILE).write_text(json.dumps(source, indent=2) + "\n")
-        if folder.exists():  # another process finished first: keep its copy
-            return folder
-        staging.rename(folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return folder
+    return build_once(
+        folder,
+        SOURCE_FILE,
+        lambda staging: {"gguf": str(gguf.resolve()), "sha256": sha, **_convert(gguf, staging)},
+    )
 
 
 def _convert(gguf: Path, out: Path) -> dict:
