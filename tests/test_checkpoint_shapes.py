@@ -235,6 +235,14 @@ def test_gymflow_eval_refuses_an_unusable_checkpoint_before_any_work(checkpoints
     err = one_kinded_line(result)
     assert REFUSED[shape] in err and "chat_template" in err, err  # says what to change
     assert not (tmp_path / "x").exists()
+    # as the policy compared against: refused before the first policy's episodes run
+    result = gymflow(
+        "eval", "--env", "tool_call", "--policy", f"transformers:{checkpoints['qwen3']}",
+        "--against", f"transformers:{checkpoints[shape]}", "--split", "val", "--limit", 2,
+        "--out", tmp_path / "y", "--no-mlflow",
+    )  # fmt: skip
+    assert REFUSED[shape] in one_kinded_line(result)
+    assert not (tmp_path / "y").exists()
 
 
 @pytest.mark.parametrize("shape", list(REFUSED))

@@ -153,6 +153,7 @@ def run_eval(options: EvalOptions, home: Path, generated: GeneratedSplit) -> Eva
     no run is named. Raises ``GymflowError`` (one line, with a kind) for any bad input.
     """
     from gymflow.env.registry import get_env
+    from gymflow.policy.checkpoints import check_checkpoint
     from gymflow.policy.spec import parse_spec
 
     started = time.perf_counter()
@@ -160,6 +161,8 @@ def run_eval(options: EvalOptions, home: Path, generated: GeneratedSplit) -> Eva
     specs = [s for s in (options.policy, options.against) if s]
     for spec in specs:  # a bad spec fails before any work
         parsed = parse_spec(spec)
+        if parsed.backend == "transformers" and Path(parsed.target).is_dir():
+            check_checkpoint(parsed.target)  # no template, no EOS, foreign tool calls
         if parsed.backend == "scripted" and [e.name for e in envs] != [parsed.target]:
             raise GymflowError(
                 FailureKind.BAD_REQUEST,
