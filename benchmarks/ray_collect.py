@@ -4,13 +4,15 @@
 
 Gold episodes of ``counter`` (2 increments + a read: 3 tool calls and an answer, scripted
 policy), every worker a window of ``--concurrency`` episodes, the environment in-process in
-each worker. Two environments:
+each worker. Three environments:
 
 * ``env_latency`` — every tool call waits 50 ms (``asyncio.sleep``: a slow API behind the tool;
   little CPU): what more workers buy when episodes wait on the environment;
 * ``env_cpu`` — every tool call burns 4 ms of CPU on the event loop (a CPU-heavy tool or
   verifier): one process uses one core at most, so this is where workers in several processes
-  are needed, and where a 2-core machine stops them scaling.
+  are needed, and where a 2-core machine stops them scaling;
+* ``instant`` — ``counter`` as is: what a rollout costs the engines themselves (for Ray: the
+  collecting process receives, builds, validates and writes every row, which bounds it).
 
 For each: ``local`` (the local engine, one process, window ``concurrency``), ``local_window_xN``
 (one process, window N × concurrency: as many episodes live as N workers have), and ``ray_N``
@@ -123,6 +125,7 @@ def main() -> None:
         for name, env in (
             ("env_latency", CostlyCounter(sleep_s=LATENCY_S)),
             ("env_cpu", CostlyCounter(cpu_s=CPU_S)),
+            ("instant", CostlyCounter()),
         ):
             row: dict = {"local": run_local(env, tasks, settings)}
             for n in counts:
@@ -142,6 +145,7 @@ def main() -> None:
             "environments": {
                 "env_latency": f"counter, every tool call waits {LATENCY_S * 1000:g} ms",
                 "env_cpu": f"counter, every tool call burns {CPU_S * 1000:g} ms of CPU",
+                "instant": "counter as is: the engines' own cost per rollout",
             },
             "cluster_start_s": cluster.start_s,
             "machine": f"{os.cpu_count()} CPU cores (shared)",

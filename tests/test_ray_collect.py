@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -240,6 +241,55 @@ def test_workers_hold_a_real_model(cluster, micro_tool_call_model, tmp_path):
         assert sum(row["env_mask"]) > 0
 
 
+def test_trainer_weights_reach_every_worker_before_each_batch(
+    cluster, micro_tool_call_model, tmp_path
+):
+    """Three optimizer steps of a trainer's copy of the model; after each, the weights go to
+    the workers through the object store and the next batch is rolled out with them. A worker
+    killed during batch 2 comes back with the model's spec weights and loads the synced ones
+    before its next shard."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from gymflow.env.registry import get_env
+    from gymflow.rollout.ray_engine import weights_digest
+
+    env = get_env("tool_call")
+    tasks = _tasks(env, ROOT / "environments" / "tool_call" / "examples" / "tasks.jsonl")[:2]
+    settings = _settings(
+        num_repeats=2, policy_spec=f"transformers:{micro_tool_call_model}",
+        sampling=Sampling(max_new_tokens=8), reward_range=env.reward_range,
+    )  # fmt: skip
+    trainer = AutoModelForCausalLM.from_pretrained(micro_tool_call_model)
+    optimizer = torch.optim.SGD(trainer.parameters(), lr=0.5)
+    ids = torch.arange(1, 9).unsqueeze(0)
+    with RayWorkers(env, tasks, settings, workers=2, shard_size=2) as runner:
+        held = lambda: _held(runner)  # noqa: E731
+        start = weights_digest(trainer.state_dict())
+        assert held() == [start, start]
+        seen = {start}
+        for step in (1, 2, 3):
+            trainer(input_ids=ids, labels=ids).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            now = weights_digest(trainer.state_dict())
+            assert now not in seen  # the step changed the weights
+            seen.add(now)
+            assert runner.sync_weights(trainer.state_dict()) == [now, now]
+            batch = replace(settings, iteration=step, policy_version=step)
+            kill = step == 2
+            run = KillAfter(runner, runner.pids()[0], after=1) if kill else runner
+            report = collect(env, None, tasks, tmp_path, batch, runner=run)
+            assert report.collected == 4 and report.unscored == 0
+            if kill:  # worker 0 came back (Ray restarted it) with the spec's weights ...
+                assert held()[0] == start
+                again = collect(env, None, tasks, tmp_path / "again", batch, runner=runner)
+                assert again.collected == 4  # ... and loaded the synced ones before a shard
+            assert held() == [now, now]
+    rows = read_rollouts(tmp_path)
+    assert rows.group_by("policy_version").len().sort("policy_version")["len"].to_list() == [4] * 3
+
+
 def test_a_worker_that_cannot_start_says_why(cluster, tmp_path):
     env = CounterEnvironment()
     settings = _settings(policy_spec=f"transformers:{tmp_path / 'no-model'}")
@@ -282,6 +332,18 @@ def test_cli_refuses_a_ray_address_for_the_local_engine(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert "--ray-address: Value error, a Ray address is for the ray engine" in result.output
+
+
+def _held(runner: RayWorkers, timeout_s: float = 60) -> list[str]:
+    """Each worker's weights digest, waiting for workers Ray is restarting."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get([a.digest.remote() for a in runner.actors])
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _gold(tasks):

@@ -18,11 +18,17 @@ So a dead worker loses no rollout and duplicates none. When no worker is left, t
 fails with ``backend_unavailable`` after writing every row that came back, and running it again
 resumes. An episode's ``GymflowError`` is a failure row, as in the local engine; any other
 exception in a worker (a bug) stops the collection.
+
+Weights: :meth:`RayWorkers.sync_weights` puts a trainer's state dict in Ray's object store once
+and loads it into every worker's model (transformers backends) before the next rollout batch;
+every shard names the weights it must be sampled with, so a worker Ray restarted (holding the
+spec's weights again) loads them first: no batch is sampled from stale weights. (A vLLM server is synced by TRL itself; point the workers at it with ``openai:``.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import os
 import time
@@ -64,14 +70,42 @@ class RolloutWorker:
         self.env, self.settings = env, settings
         self.env_url, self.env_timeout_s, self.env_retries = env_url, env_timeout_s, env_retries
         self.policy = load_policy(settings.policy_spec, tasks=tasks)
+        self.weights_version = 0
+        """Which synced weights the model holds (0: the spec's own)."""
 
     def pid(self) -> int:
         """This worker's process id (for tests that kill it)."""
         return os.getpid()
 
-    async def run(self, shard: list[Planned]) -> AsyncIterator[tuple[list[Done], list[int]]]:
+    def load_weights(self, weights: dict, version: int) -> str:
+        """Load a trainer's state dict into this worker's model; the digest of what it holds."""
+        model = getattr(self.policy, "model", None)
+        if model is None or not hasattr(model, "load_state_dict"):
+            raise GymflowError(
+                FailureKind.BAD_REQUEST,
+                f"policy {self.settings.policy_spec!r} holds no weights to load (use a "
+                "transformers backend, or sync a vLLM server through TRL)",
+            )
+        model.load_state_dict(weights, strict=True)
+        self.weights_version = version
+        return self.digest()
+
+    def digest(self) -> str:
+        """The digest of the weights this worker's model holds ("" for a model-less policy)."""
+        model = getattr(self.policy, "model", None)
+        return weights_digest(model.state_dict()) if hasattr(model, "state_dict") else ""
+
+    async def run(
+        self, shard: list[Planned], weights: tuple | None = None
+    ) -> AsyncIterator[tuple[list[Done], list[int]]]:
         """Run ``shard`` in a window; yield what finished since the last yield, with the sizes
-        of the generation calls made meanwhile (a Ray streaming generator)."""
+        of the generation calls made meanwhile (a Ray streaming generator).
+
+        ``weights``: (version, object ref) of the weights the shard must be sampled with,
+        loaded first if this worker holds others (it was restarted since they were synced).
+        """
+        if weights is not None and weights[0] != self.weights_version:
+            self.load_weights(await weights[1], weights[0])
         s = self.settings
         finished: list[Done] = []
         woke = asyncio.Event()
@@ -130,7 +164,10 @@ class RayWorkers:
         self.settings, self.shard_size, self.max_restarts = settings, shard_size, max_restarts
         actor = ray.remote(RolloutWorker).options(max_restarts=max_restarts, num_cpus=worker_cpus)
         self.actors = [actor.remote(env, settings, tasks, env_url) for _ in range(workers)]
-        self.restarts = self.requeued = self.shards = 0
+        self.restarts = self.requeued = self.shards = self.weight_syncs = 0
+        self._weights: tuple | None = None  # (version, object ref) of the last weights sent
+        self._deaths = [0] * workers
+        self._gone: set[int] = set()  # died more often than Ray restarts them
         self.cluster_start_s, self.workers_start_s = start_s, 0.0
         started = time.perf_counter()
         self.pids()  # every worker up (its policy loaded), or the reason it is not
@@ -152,12 +189,29 @@ class RayWorkers:
         except ray.exceptions.RayActorError as exc:
             raise _start_failure(exc) from None
 
+    def sync_weights(self, weights: dict) -> list[str]:
+        """Send a trainer's state dict to every worker (once through the object store, not once
+        per worker); each worker's digest of the weights it then holds ("" for one that died
+        meanwhile). Kept for workers Ray restarts: they load it again before their next shard."""
+        ray = require_ray()
+        self.weight_syncs += 1
+        ref = ray.put({k: v.detach().cpu() for k, v in weights.items()})
+        self._weights = (self.weight_syncs, ref)
+        digests = []
+        for actor in self.actors:
+            try:
+                digests.append(ray.get(actor.load_weights.remote(ref, self.weight_syncs)))
+            except ray.exceptions.RayActorError:  # dying: it loads them before its next shard
+                digests.append("")
+        return digests
+
     def summary(self) -> dict:
         return {
             "name": "ray",
             "workers": len(self.actors),
             "shards": self.shards,
             "worker_restarts": self.restarts,
+            "weight_syncs": self.weight_syncs,
             "rollouts_run_again": self.requeued,
             "cluster_start_s": self.cluster_start_s,
             "workers_start_s": self.workers_start_s,
@@ -174,12 +228,15 @@ class RayWorkers:
         batches: list[int] = []
         delivered: set[str] = set()  # exactly once, even if a worker thought lost answers late
 
-        async def serve(actor) -> None:
-            failures = 0
-            while queue:
+        async def serve(k: int) -> None:
+            actor = self.actors[k]
+            while queue and k not in self._gone:
                 shard, came_back = queue.popleft(), set()
                 try:
-                    async for ref in actor.run.options(num_returns="streaming").remote(shard):
+                    # the weights ride along as a nested ref: fetched only by a worker that
+                    # Ray restarted since they were synced (it holds the spec's)
+                    stream = actor.run.options(num_returns="streaming").remote(shard, self._weights)
+                    async for ref in stream:
                         done, sizes = await ref
                         for p, episode, error in done:
                             came_back.add(p.rollout_id)
@@ -189,14 +246,16 @@ class RayWorkers:
                         batches.extend(sizes)
                 except ray.exceptions.RayActorError:
                     rest = [p for p in shard if p.rollout_id not in came_back]
-                    queue.appendleft(rest)  # the next free worker runs them
-                    self.requeued += len(rest)
-                    failures += 1
-                    if failures > self.max_restarts:  # Ray gave up on it: it is gone
-                        return
-                    self.restarts += 1
+                    if rest:
+                        queue.appendleft(rest)  # the next free worker runs them
+                        self.requeued += len(rest)
+                    self._deaths[k] += 1
+                    if self._deaths[k] > self.max_restarts:  # Ray gave up on it: it is gone
+                        self._gone.add(k)
+                    else:
+                        self.restarts += 1
 
-        serving = [asyncio.ensure_future(serve(actor)) for actor in self.actors]
+        serving = [asyncio.ensure_future(serve(k)) for k in range(len(self.actors))]
         try:  # a bug in one worker stops them all, as one in the local window does
             await asyncio.wait(serving, return_when=asyncio.FIRST_EXCEPTION)
             for task in serving:
@@ -219,6 +278,18 @@ class RayWorkers:
                 f"Ray workers returned {len(delivered)} of {len(todo)} rollouts",
             )
         return batches
+
+
+def weights_digest(weights: dict) -> str:
+    """A digest of a state dict's names and exact bytes (equal digests: equal weights)."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        tensor = weights[name].detach().cpu().contiguous().reshape(-1)
+        digest.update(name.encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _start_failure(exc: Exception) -> GymflowError:
