@@ -41,7 +41,7 @@ from gymflow.rollout.episode import Sampling
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import arguments, emit  # noqa: E402
+from benchmarks.report import arguments, emit, machine  # noqa: E402
 
 LATENCY_S, CPU_S = 0.050, 0.004
 
@@ -148,10 +148,7 @@ def main() -> None:
                 "instant": "counter as is: the engines' own cost per rollout",
             },
             "cluster_start_s": cluster.start_s,
-            "machine": f"{os.cpu_count()} CPU cores (shared)",
-            "load_before": [round(x, 2) for x in load_before],
-            "load_after": [round(x, 2) for x in os.getloadavg()],
-            "date": time.strftime("%Y-%m-%d"),
+            **machine(load_before),
         }
     )
     emit(result, args.out, compact=args.json)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import time
 from pathlib import Path
 
 
@@ -21,3 +23,13 @@ def arguments(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the JSON object on one line")
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     return parser
+
+
+def machine(load_before: tuple[float, ...]) -> dict:
+    """Where and when a benchmark ran: cores, load average before and after, date."""
+    return {
+        "machine": f"{os.cpu_count()} CPU cores (shared)",
+        "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+        "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+        "date": time.strftime("%Y-%m-%d"),
+    }

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import httpx
 import polars as pl
 import psutil
 import pytest
+from test_env_serve import _free_port_pair  # tests/ is on the path
 
 from gymflow.data.task_files import load_tasks
 from gymflow.env.client import EnvClient
@@ -30,20 +30,6 @@ pytest.importorskip("ray")
 
 GYMFLOW = [str(Path(sys.executable).with_name("gymflow"))]  # the installed command
 TASKS = Path(__file__).resolve().parents[1] / "environments/counter/examples/nemo_gym_tasks.jsonl"
-
-
-def _free_ports() -> int:
-    """A port whose next one is free too."""
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no two free ports in a row")
 
 
 def _health(url: str) -> dict | None:
@@ -77,7 +63,7 @@ def _listener(port: int) -> psutil.Process:
 @pytest.fixture(scope="module")
 def replicas():
     """One ``env serve --ray 2`` for the module (the kill test, last, leaves it restarted)."""
-    port = _free_ports()
+    port = _free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     server = subprocess.Popen(
         [*GYMFLOW, "env", "serve", "counter", "--ray", "2", "--port", str(port)],

@@ -20,12 +20,11 @@ to every interface, each replica's node address); on a cluster of several nodes 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.ray_cluster import ray_cluster, require_ray
-from gymflow.env.serve import check_bind, worker_app
+from gymflow.env.serve import check_bind, stop_requested, worker_app
 
 WILDCARD = {"0.0.0.0", "::"}
 
@@ -95,17 +94,10 @@ def serve_on_ray(
 
 def _watch(ray, actors: list, running: dict, port: int, urls: list[str], max_restarts: int) -> int:
     """Serve again on every replica Ray restarted, until a signal or one fails for good."""
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_requested()
     restarts = [0] * len(actors)
     try:
-        while not stopping:
+        while not stopping():
             done, _ = ray.wait(list(running), num_returns=1, timeout=0.2)
             for ref in done:
                 k = running.pop(ref)

@@ -18,6 +18,7 @@ import multiprocessing
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from gymflow.core.failures import FailureKind, GymflowError
 
@@ -41,6 +42,18 @@ def check_bind(name: str, host: str, token: str | None, insecure: bool) -> None:
             "127.0.0.1, or pass --insecure to accept that",
         )
     print(f"warning: serving {name} on {host} without a bearer token (--insecure)", file=sys.stderr)
+
+
+def stop_requested() -> Callable[[], bool]:
+    """Catch SIGTERM and SIGINT from now on; the function returned says whether one came."""
+    caught: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        caught.append(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return lambda: bool(caught)
 
 
 def _run_worker(
@@ -101,16 +114,9 @@ def serve(
     ]
     for proc in procs:
         proc.start()
-    stopping = False
-
-    def stop(*_: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_requested()
     try:
-        while not stopping and all(p.is_alive() for p in procs):
+        while not stopping() and all(p.is_alive() for p in procs):
             time.sleep(0.2)
     finally:
         for proc in procs:
@@ -119,7 +125,7 @@ def serve(
         for proc in procs:
             proc.join(5)
     dead = [k for k, p in enumerate(procs) if p.exitcode not in (0, -signal.SIGTERM, None)]
-    if dead and not stopping:
+    if dead and not stopping():
         print(f"worker(s) {dead} exited; stopped the others", file=sys.stderr)
         return 1
     return 0
