@@ -290,6 +290,26 @@ def test_trainer_weights_reach_every_worker_before_each_batch(
     assert rows.group_by("policy_version").len().sort("policy_version")["len"].to_list() == [4] * 3
 
 
+def test_workers_get_the_env_servers_token(cluster, tmp_path, monkeypatch):
+    """The token set here reaches the workers (a worker on another node would not inherit it;
+    this cluster's workers were started before it was set)."""
+    from test_env_server_killed import _free_port, _serve  # tests/ is on the path
+
+    port = _free_port()
+    monkeypatch.setenv("GYMFLOW_ENV_TOKEN", "s3cret")  # env serve reads it too
+    server = _serve(port)
+    try:
+        env = CounterEnvironment()
+        tasks, settings = _tasks(env), _settings(num_repeats=2)
+        url = f"http://127.0.0.1:{port}"
+        with RayWorkers(env, tasks, settings, workers=2, env_url=url) as runner:
+            report = collect(env, None, tasks, tmp_path, settings, env_url=url, runner=runner)
+    finally:
+        server.kill()
+        server.wait(10)
+    assert report.collected == 10 and report.unscored == 0, report.failures
+
+
 def test_a_worker_that_cannot_start_says_why(cluster, tmp_path):
     env = CounterEnvironment()
     settings = _settings(policy_spec=f"transformers:{tmp_path / 'no-model'}")

@@ -162,7 +162,11 @@ class RayWorkers:
                 FailureKind.BAD_REQUEST, f"--ray-workers must be >= 1, got {workers}"
             )
         self.settings, self.shard_size, self.max_restarts = settings, shard_size, max_restarts
-        actor = ray.remote(RolloutWorker).options(max_restarts=max_restarts, num_cpus=worker_cpus)
+        actor = ray.remote(RolloutWorker).options(
+            max_restarts=max_restarts,
+            num_cpus=worker_cpus,
+            runtime_env={"env_vars": _secrets(settings.policy_spec)},
+        )
         self.actors = [actor.remote(env, settings, tasks, env_url) for _ in range(workers)]
         self.restarts = self.requeued = self.shards = self.weight_syncs = 0
         self._weights: tuple | None = None  # (version, object ref) of the last weights sent
@@ -290,6 +294,18 @@ def weights_digest(weights: dict) -> str:
         digest.update(name.encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
+
+
+def _secrets(policy_spec: str) -> dict[str, str]:
+    """The variables a worker reads its bearer tokens from (env server, policy server), as set
+    here: a worker on another node does not inherit this process's environment."""
+    from gymflow.env.client import TOKEN_ENV
+    from gymflow.policy.spec import KEY_VARIABLES, parse_spec
+
+    names = [TOKEN_ENV, *KEY_VARIABLES]
+    if policy_spec:
+        names.append(parse_spec(policy_spec).options.get("api_key_env", ""))
+    return {name: os.environ[name] for name in names if name and os.environ.get(name)}
 
 
 def _start_failure(exc: Exception) -> GymflowError:
