@@ -35,14 +35,31 @@ from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
 from gymflow.train import twin_clock
+from gymflow.train.checkpoint_choice import VALIDATION_FILE, validation_callback
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
+from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
 
 
 def split_train(cfg: LifecycleConfig, data: TaskData):
     train = read_tasks(data.paths["train"])
     random.Random(cfg.seed).shuffle(train)
     return train[: cfg.demos], train[cfg.demos :]
+
+
+def _val_success(cfg: LifecycleConfig, env, app, data: TaskData, greedy: bool):
+    """``evaluate(model, tokenizer) -> success`` on the first ``cfg.val_eval_n`` validation
+    tasks: sampled at GRPO's temperature (SFT's pick) or greedy (GRPO's, as the gate scores)."""
+    val = read_tasks(data.paths["val"])[: cfg.val_eval_n]
+
+    def success(model, tokenizer) -> float:
+        _, summary = evaluate_policy(
+            env, app, TransformersPolicy(model, tokenizer), val, greedy=greedy,
+            temperature=cfg.grpo.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
+        )  # fmt: skip
+        return summary["success"]
+
+    return success
 
 
 def _sft(
@@ -62,15 +79,8 @@ def _sft(
     env = get_env(cfg.env)
     app = build_app(env)
     demos_t, _ = split_train(cfg, data)
-    val = read_tasks(data.paths["val"])[: cfg.val_eval_n]
     demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demos_t)
-
-    def sampled_success(model, tokenizer) -> float:
-        _, summary = evaluate_policy(
-            env, app, TransformersPolicy(model, tokenizer), val, greedy=False,
-            temperature=cfg.grpo.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
-        )  # fmt: skip
-        return summary["success"]
+    sampled_success = _val_success(cfg, env, app, data, greedy=False)
 
     # The control trains for a wall-time budget, not up to the GRPO start's target.
     control = {"max_steps": 100_000, "target_sampled_success": 1.01}
@@ -145,24 +155,38 @@ def grpo_stage(
 
         def log_batch(episodes, used, step):
             rewards = [e.reward for e, u in zip(episodes, used, strict=True) if u]
+            g = settings.num_generations  # a step's groups are consecutive runs of g episodes
+            groups = [episodes[i : i + g] for i in range(0, len(episodes), g)]
+            flat = sum(not has_variance([e.reward for e in grp]) for grp in groups)
+            classes = source.task_pool.counts() if source.task_pool is not None else {}
             mlflow.log_metrics(
                 {
                     "rollouts/reward_mean": sum(rewards) / len(rewards),
                     "rollouts/success_rate": sum(e.score["success"] for e in episodes)
                     / len(episodes),
                     "rollouts/generated": len(episodes),
+                    "rollouts/zero_variance_share": flat / len(groups),
+                    **{f"task_pool/{kind}": n for kind, n in classes.items()},
                 },
                 step=step,
             )
 
         settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
         lineage = Lineage(run.run_id, 0, 0, "grpo", env.name, data.env_version, data.dataset_hash)
+        app = build_app(env)
         source = RolloutSource(
-            env, build_app(env), pool, settings, run.dir, lineage, on_batch=log_batch
-        )
-        failure = fail_after_checkpoint(run.dir, "grpo")
-        result = run_grpo(Path(start.path), folder, source, settings, callbacks=failure)
+            env, app, pool, settings, run.dir, lineage, on_batch=log_batch,
+            pool_file=folder / TASK_POOL_FILE,
+        )  # fmt: skip
+        callbacks = fail_after_checkpoint(run.dir, "grpo")
+        if settings.validate_every is not None:
+            greedy = _val_success(cfg, env, app, data, greedy=True)
+            callbacks = [*callbacks, validation_callback(greedy, settings.validate_every)]
+        result = run_grpo(Path(start.path), folder, source, settings, callbacks=callbacks)
         _log_resumed_from(result)
+        if result["validation"] is not None:  # the step handed to the gate, by validation
+            mlflow.log_metric("grpo/chosen_step", result["validation"]["chosen_step"])
+            mlflow.log_artifact(str(folder / VALIDATION_FILE))
         twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}

@@ -40,7 +40,9 @@ from gymflow.rollout.driver import run_window, training_batch
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS, Episode, Sampling
 from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
+from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
+from gymflow.train.task_pool import TaskPool, TaskPoolSettings, has_variance
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
 """The ``loss_type`` values TRL 1.16 implements (``GRPOTrainer._compute_loss``)."""
@@ -100,6 +102,20 @@ class GRPOSettings(BaseModel):
         True, description="Replace zero-variance groups with fresh ones."
     )
     max_resample_rounds: int = Field(2, ge=0, description="Replacement rounds per batch at most.")
+    task_sampling: Literal["uniform", "difficulty"] = Field(
+        "uniform",
+        description='Which tasks a step draws: "uniform" (TRL\'s shuffled dataset) or '
+        '"difficulty" (a pool that tracks pass rates, gymflow.train.task_pool).',
+    )
+    task_pool: TaskPoolSettings = Field(
+        default_factory=TaskPoolSettings, description='The "difficulty" pool\'s weights.'
+    )
+    validate_every: int | None = Field(
+        25,
+        ge=1,
+        description="Score greedy validation success every N steps and at the last; the best "
+        "step is the policy GRPO hands on (None: the last step, nothing scored).",
+    )
     vllm: Literal["off", "colocate", "server"] = Field(
         "off",
         description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
@@ -126,6 +142,10 @@ class RolloutSource:
     dynamic sampling dropped, ``used_for_training`` telling which) is written through the one
     store as ``out_dir/rollouts/part-<step>-*.parquet`` with ``lineage`` (its iteration and
     policy version are the step). ``on_batch(episodes, used, step)`` sees the same batch.
+
+    With ``task_sampling="difficulty"`` the tasks of a step (and dynamic sampling's
+    replacements) come from a :class:`~gymflow.train.task_pool.TaskPool` instead of the ids
+    TRL's sampler handed over; its ledger is ``pool_file`` (kept across a resume).
     """
 
     def __init__(
@@ -137,10 +157,14 @@ class RolloutSource:
         out_dir: Path | None = None,
         lineage: Lineage | None = None,
         on_batch: Callable[[list[Episode], list[bool], int], None] | None = None,
+        pool_file: Path | None = None,
     ) -> None:
         self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
         self.by_id = {t.task_id: t for t in pool}
         self.pool_ids = [t.task_id for t in pool]
+        self.task_pool = None
+        if settings.task_sampling == "difficulty":
+            self.task_pool = TaskPool(self.pool_ids, settings.task_pool, settings.seed, pool_file)
         self.lineage = lineage or Lineage("grpo", 0, 0, "grpo", env.name, env.version, "")
         self.writer = None
         if out_dir is not None:
@@ -165,12 +189,16 @@ class RolloutSource:
         """Training restarts at ``step``: rollouts stored for it and later are made again."""
         if self.writer is not None:
             self.writer.drop_iterations_from(step)
+        if self.task_pool is not None:
+            self.task_pool.resume_at(step)
 
     def __call__(self, prompts: list[str], trainer) -> dict:
         started = time.time()
         g = trainer.num_generations
         step = trainer.state.global_step
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
+        if self.task_pool is not None:  # the pool picks; TRL's ids only say how many
+            wanted = self.task_pool.draw(len(wanted), step, 0)
         policy = rollout_policy(trainer)
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
@@ -183,7 +211,12 @@ class RolloutSource:
                 break  # stored below, then raised: the batch cannot be trained on
             for i in range(0, len(results), g):
                 group = [ep for _, ep, _ in results[i : i + g]]
-                informative = len({e.reward for e in group}) > 1
+                informative = has_variance([e.reward for e in group])
+                if self.task_pool is not None:
+                    self.task_pool.record(
+                        step, round_, group[0].task.task_id,
+                        [e.score["success"] for e in group], [e.reward for e in group],
+                    )  # fmt: skip
                 self.stats["groups_generated"] += 1
                 self.stats["groups_zero_variance"] += not informative
                 if informative and len(kept) < len(wanted):
@@ -193,14 +226,22 @@ class RolloutSource:
             if not self.settings.dynamic_sampling or len(kept) == len(wanted):
                 break
             missing = len(wanted) - len(kept)
-            rng = random.Random(f"{self.settings.seed}-{step}-{round_}")
-            candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
+            if self.task_pool is not None:
+                tried = {p.task.task_id for p, _, _ in done}
+                candidates = self.task_pool.draw(missing * 2, step, round_ + 1, tried)
+                if not candidates:
+                    break
+            else:
+                rng = random.Random(f"{self.settings.seed}-{step}-{round_}")
+                candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
         failed = [error for _, _, error in done if error is not None]
         while not failed and len(kept) < len(wanted):  # pool exhausted: zero-variance groups
             kept.append(spare.pop(0))
         self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
         chosen = {id(e) for grp in kept for e in grp}
         self._store(done, chosen, step)
+        if self.task_pool is not None:
+            self.task_pool.save()
         if failed:
             self.wait_stored()  # the failure rows are on disk before the step fails
             raise failed[0]
@@ -279,7 +320,9 @@ def run_grpo(
     (:mod:`gymflow.train.resume`: the wall time of earlier attempts counts against the budget).
 
     ``callbacks`` are extra ``TrainerCallback``s, called after the checkpoint's progress is
-    recorded (the step benchmark times steps with one; the lifecycle injects failures).
+    recorded (the step benchmark times steps with one; the lifecycle injects failures and
+    scores validation with :func:`gymflow.train.checkpoint_choice.validation_callback`: the
+    saved policy is then its best step, ``validation`` in the result says which).
     """
     import os
 
@@ -341,6 +384,7 @@ def run_grpo(
         raise
     source.wait_stored()
     wall = progress.trained_s()
+    validation = load_chosen(trainer, out_dir)  # the best validated step, if any was scored
     final = out_dir / "final"
     if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
         trainer.model.merge_and_unload().save_pretrained(final)
@@ -354,6 +398,7 @@ def run_grpo(
         "resumed_from": progress.resumed_from,
         "dynamic_sampling": dict(source.stats),
         "log_history": trainer.state.log_history,
+        "validation": validation,
     }
 
 
