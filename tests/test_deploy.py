@@ -1,15 +1,18 @@
 """``gymflow deploy`` against a real Prefect server (``gymflow ui``), end to end.
 
 A smoke-budget lifecycle deployment with a cron schedule and typed parameters is registered and
-served. Run 1 is triggered through the API and fails at GRPO (``GYMFLOW_FAIL_AT=grpo``, once);
-it is retried through the API exactly as the Prefect UI's Retry button does (state
-``AwaitingRetry``) and completes in the same run folder, every stage having run once (the
-stages before GRPO come from Prefect's cache). Run 2, triggered with nothing new (same data,
-champion, config and code), ends without running a stage and names run 1.
+served. Run 1 is triggered through the API and fails in GRPO right after its step-2
+checkpoint (``GYMFLOW_FAIL_AT=grpo@step1``, once); it is retried through the API exactly as the
+Prefect UI's Retry button does (state ``AwaitingRetry``) and completes in the same run folder:
+the stages before GRPO ran once (the retry takes them from Prefect's cache), and the retried
+GRPO resumed from the checkpoint (its MLflow stage run logs steps 2 onward only, the failed one
+steps 0 and 1). Run 2, triggered with nothing new (same data, champion, config and code), ends
+without running a stage and names run 1.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -35,7 +38,12 @@ def _wait(ui, flow_run_id: str, timeout_s: float = 1200) -> dict:
 
 
 def _stage_runs(ui, run_id: str) -> dict[str, list[str]]:
-    """``{stage: [status, ...]}`` of the MLflow stage runs of lifecycle run ``run_id``."""
+    """``{stage: [status, ...]}`` (sorted) of the MLflow stage runs of lifecycle run ``run_id``."""
+    return {stage: sorted(r["status"] for r in runs) for stage, runs in _runs(ui, run_id).items()}
+
+
+def _runs(ui, run_id: str) -> dict[str, list[dict]]:
+    """``{stage: [run info + params, ...]}`` of the MLflow stage runs of ``run_id``."""
     found = api(
         f"{ui.mlflow}/api/2.0/mlflow/runs/search",
         {
@@ -47,16 +55,24 @@ def _stage_runs(ui, run_id: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for run in found:
         tags = {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+        params = {p["key"]: p["value"] for p in run["data"].get("params", [])}
         if "gymflow.stage" in tags:
-            out.setdefault(tags["gymflow.stage"], []).append(run["info"]["status"])
+            out.setdefault(tags["gymflow.stage"], []).append(run["info"] | {"params": params})
     return out
+
+
+def _steps(ui, mlflow_run_id: str, metric: str) -> list[int]:
+    url = (
+        f"{ui.mlflow}/api/2.0/mlflow/metrics/get-history?run_id={mlflow_run_id}&metric_key={metric}"
+    )
+    return sorted(m["step"] for m in api(url).get("metrics", []))
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     home = tmp_path_factory.mktemp("deployhome")
     with UIProcess(home) as ui:
-        env = os.environ | {"GYMFLOW_HOME": str(home), "GYMFLOW_FAIL_AT": "grpo"}
+        env = os.environ | {"GYMFLOW_HOME": str(home), "GYMFLOW_FAIL_AT": "grpo@step1"}
         log = (home / "deploy.log").open("w")
         deploy = subprocess.Popen(
             [GYMFLOW, "deploy", "--smoke", "--cron", "0 3 * * *", "--eval-cron", ""],
@@ -99,10 +115,12 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     run_id = f"sched-{first['id'][:13]}"
     assert failed["name"] == run_id, "the flow run is named after its run id"
     run_dir = home / "runs" / run_id
-    assert (run_dir / ".injected-failure-grpo").exists() and not (run_dir / "summary.json").exists()
+    assert (run_dir / ".injected-failure-grpo@step1").exists()
+    assert not (run_dir / "summary.json").exists()
+    assert (run_dir / "grpo" / "trainer" / "checkpoint-2").is_dir(), "failed after its checkpoint"
     before = _stage_runs(ui, run_id)
     assert set(before) >= {"generate_tasks", "resolve_policy", "profile_verifier", "sft"}
-    assert "grpo" not in before and "heldout_gate" not in before
+    assert before["grpo"] == ["FAILED"] and "heldout_gate" not in before
 
     retry = {"state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False}  # fmt: skip
     api(f"{ui.prefect}/api/flow_runs/{first['id']}/set_state", retry)
@@ -112,8 +130,16 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     after = _stage_runs(ui, run_id)
     for stage in STAGES:
         if stage == "sft_control":
-            continue  # ran beside GRPO: it may have started before GRPO failed
-        assert after.get(stage) == ["FINISHED"], f"{stage}: {after.get(stage)} (one run expected)"
+            continue  # ran beside GRPO: it stopped when GRPO failed, and ran again
+        expected = ["FAILED", "FINISHED"] if stage == "grpo" else ["FINISHED"]
+        assert after.get(stage) == expected, f"{stage}: {after.get(stage)}"
+    # the retried GRPO started at the checkpoint's step: rollouts of steps 0-1 came from the
+    # failed attempt, of step 2 (the smoke budget's last) from the retry
+    grpo = {r["status"]: r for r in _runs(ui, run_id)["grpo"]}
+    assert grpo["FINISHED"]["params"]["resumed_from"].endswith("grpo/trainer/checkpoint-2")
+    assert _steps(ui, grpo["FAILED"]["run_id"], "rollouts/reward_mean") == [0, 1]
+    assert _steps(ui, grpo["FINISHED"]["run_id"], "rollouts/reward_mean") == [2]
+    assert json.loads((run_dir / "summary.json").read_text())["grpo"]["steps"] == 3
 
     second = api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
     started = time.monotonic()

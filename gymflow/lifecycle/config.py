@@ -121,4 +121,5 @@ class LifecycleConfig(BaseModel):
                 save_every=2,
                 max_resample_rounds=1,
             ),
+            gate=GateSettings(general_envs=["games"], general_n=8),
         )
