@@ -18,6 +18,7 @@ from graded_counter import Crash, PassingCounter
 from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
 from gymflow.environments.counter.environment import CounterEnvironment
+from gymflow.lifecycle.run_plots import grpo_steps, zero_variance_share
 from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.rollout.store import Lineage
 from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
@@ -62,6 +63,12 @@ def test_a_resumed_run_continues_with_the_same_pool_state(base_model, tmp_path):
     classes._fold()
     assert ledger["task_id"].n_unique() < ledger.height
     assert sum(1 for n in classes.counts().values() if n) >= 2
+    # the plot's zero-variance share, read from the stored rollouts, is the run's own count
+    stats = whole["dynamic_sampling"]
+    assert stats["groups_generated"] == ledger.height
+    share = zero_variance_share(grpo_steps(tmp_path / "whole"))
+    assert share == stats["groups_zero_variance"] / stats["groups_generated"]
+    assert share == 1 - ledger["rewards_differ"].mean()
 
     out = tmp_path / "broken"
     with pytest.raises(RuntimeError, match="crash at step 4"):

@@ -2,19 +2,23 @@
 
 * ``heldout_success.png`` — held-out success of the start (baseline), the GRPO candidate and the
   SFT control, with their 95 % CIs, the promoted one marked;
-* ``training_curves.png`` — SFT's (and the control's) sampled validation success per check, and
-  per GRPO step the rollouts' mean reward, success rate and zero-variance group share;
+* ``training_curves.png`` — SFT's (and the control's) sampled validation success per check;
+  per GRPO step the rollouts' mean reward and success rate, with GRPO's greedy validation
+  success and the step handed to the gate (``grpo/validation.json``); and per step the share
+  of generated groups with zero variance, its 10-step mean and its share over the whole run;
 * ``reward_hist.png`` — held-out reward histograms of each policy and of GRPO's training rollouts.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
 
 from gymflow.lifecycle.stage_results import LifecycleResults
 from gymflow.rollout.store import read_rollouts
+from gymflow.train.checkpoint_choice import VALIDATION_FILE
 
 PLOTS_DIR = "plots"
 
@@ -46,8 +50,16 @@ def grpo_steps(run_dir: Path) -> pl.DataFrame:
     per_step = used.group_by("iteration").agg(
         reward=pl.col("reward").mean(), success=pl.col("success").cast(pl.Float64).mean()
     )
-    zero = groups.group_by("iteration").agg(zero_variance=pl.col("zero").mean())
+    zero = groups.group_by("iteration").agg(
+        zero_variance=pl.col("zero").mean(), groups=pl.len(), zero_groups=pl.col("zero").sum()
+    )
     return per_step.join(zero, on="iteration", how="full", coalesce=True).sort("iteration")
+
+
+def zero_variance_share(steps: pl.DataFrame) -> float | None:
+    """Zero-variance groups over all groups generated in the run (``grpo_steps`` rows)."""
+    total = steps["groups"].sum() if steps.height else 0
+    return steps["zero_groups"].sum() / total if total else None
 
 
 def _policies(results: LifecycleResults) -> list[tuple[str, dict, str]]:
@@ -98,10 +110,23 @@ def _training_curves(plt, run_dir: Path, results: LifecycleResults):
     grpo_ax.plot(steps["iteration"], steps["reward"], marker=".", label="mean reward")
     grpo_ax.plot(steps["iteration"], steps["success"], marker=".", label="success")
     low = min(0.0, *(steps["reward"].drop_nulls().to_list() or [0.0]))  # rewards may go below 0
+    validation = run_dir / "grpo" / VALIDATION_FILE
+    if validation.is_file():  # x = optimizer steps done: rollouts of step k feed step k + 1
+        chosen = json.loads(validation.read_text())
+        points = chosen["history"]
+        grpo_ax.plot([h["step"] for h in points], [h["success"] for h in points], marker="o",
+                     color="tab:green", label="greedy val success")  # fmt: skip
+        grpo_ax.axvline(chosen["chosen_step"], color="tab:green", ls=":", label="handed on")
     grpo_ax.set(title="GRPO rollouts trained on", xlabel="step", ylim=(low - 0.05, 1.05))
     grpo_ax.legend(fontsize=7)
-    zero_ax.plot(steps["iteration"], steps["zero_variance"], marker=".", color="tab:red")
-    zero_ax.set(title="GRPO: zero-variance group share", xlabel="step", ylim=(0, 1.05))
+    zero_ax.plot(steps["iteration"], steps["zero_variance"], marker=".", ls="", alpha=0.4,
+                 color="tab:red", label="per step")  # fmt: skip
+    smooth = steps["zero_variance"].rolling_mean(10, min_samples=1)
+    zero_ax.plot(steps["iteration"], smooth, color="tab:red", label="10-step mean")
+    share = zero_variance_share(steps)
+    run_share = f" (run: {share:.0%})" if share is not None else ""
+    zero_ax.set(title=f"GRPO: zero-variance groups{run_share}", xlabel="step", ylim=(0, 1.05))
+    zero_ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
