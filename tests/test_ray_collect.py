@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -340,6 +341,21 @@ def test_cli_collects_on_its_own_local_cluster(tmp_path):
         if any(session in part for part in p.info["cmdline"] or [])
     ]
     assert not left, left
+
+
+def test_cli_fails_at_once_where_no_cluster_answers(tmp_path):
+    from typer.testing import CliRunner
+
+    from gymflow.cli.main import app
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    args = ["rollouts", "collect", "--env", "counter", "--tasks", str(TASKS), "--policy"]
+    args += ["scripted:counter", "--out", str(tmp_path), "--engine", "ray", "--ray-address", dead]
+    result = CliRunner().invoke(app, args)  # Ray's own connect would retry for minutes
+    assert result.exit_code == 2
+    assert f"[backend_unavailable] no Ray cluster answers at {dead}" in result.output
 
 
 def test_cli_refuses_a_ray_address_for_the_local_engine(tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,6 +68,8 @@ def ray_cluster(
         yield RayCluster(_gcs_address(ray), local=False, start_s=0.0)
         return
     started = time.perf_counter()
+    if address:
+        _refuse_unreachable(address)
     try:
         if address:
             ray.init(address=address, logging_level="WARNING", log_to_driver=False)
@@ -92,6 +95,22 @@ def ray_cluster(
         yield cluster
     finally:
         ray.shutdown()  # stops a local cluster; only disconnects from an existing one
+
+
+def _refuse_unreachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds where nothing listens at a ``host:port`` address: Ray itself retries
+    for minutes before it gives up."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto", a ray:// client address ...: Ray's own checks apply
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise GymflowError(
+            FailureKind.BACKEND_UNAVAILABLE,
+            f"no Ray cluster answers at {address} ({exc}); start one with `ray start --head` "
+            "(and give the address it prints), or give no Ray address for a local cluster",
+        ) from None
 
 
 def _gcs_address(ray: ModuleType) -> str:
