@@ -311,6 +311,21 @@ def test_workers_get_the_env_servers_token(cluster, tmp_path, monkeypatch):
     assert report.collected == 10 and report.unscored == 0, report.failures
 
 
+def test_a_worker_builds_its_environment_once_not_once_per_shard(cluster, tmp_path):
+    """math verifies in a process pool: one pool per worker, however many shards it runs."""
+    from gymflow.env.registry import get_env
+
+    env = get_env("math")
+    tasks = _tasks(env, ROOT / "environments" / "math" / "examples" / "tasks.jsonl")
+    settings = _settings(policy_spec="scripted:math", reward_range=env.reward_range)
+    with RayWorkers(env, tasks, settings, workers=1, shard_size=4) as runner:
+        report = collect(env, None, tasks, tmp_path, settings, runner=runner)
+        children = psutil.Process(runner.pids()[0]).children(recursive=True)
+    assert report.engine["shards"] == 5 and report.collected == 20 and not report.failures
+    pool = max(1, min(4, os.cpu_count() or 1))  # VerifyPool's size; spawn adds a tracker
+    assert 0 < len(children) <= pool + 1, [c.cmdline()[-1:] for c in children]
+
+
 def test_a_worker_that_cannot_start_says_why(cluster, tmp_path):
     env = CounterEnvironment()
     settings = _settings(policy_spec=f"transformers:{tmp_path / 'no-model'}")

@@ -39,6 +39,7 @@ from pathlib import Path
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.ray_cluster import ray_cluster, require_ray
 from gymflow.core.task_record import Task
+from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.rollout.driver import OnDone, run_window
 from gymflow.rollout.engine import CollectReport, CollectSettings, collect, env_client
@@ -72,6 +73,8 @@ class RolloutWorker:
         self.policy = load_policy(settings.policy_spec, tasks=tasks)
         self.weights_version = 0
         """Which synced weights the model holds (0: the spec's own)."""
+        self._client: EnvClient | None = None
+        """One for the worker's life: an in-process app (and its verify pool) is built once."""
 
     def pid(self) -> int:
         """This worker's process id (for tests that kill it)."""
@@ -115,25 +118,25 @@ class RolloutWorker:
             woke.set()
 
         turns = ModelTurns(self.policy, s.sampling, s.batch_wait_s)
-        client = env_client(self.env, self.env_url, self.env_timeout_s, self.env_retries)
-        async with client:
-            window = asyncio.ensure_future(
-                run_window(client, self.env, turns, shard, s.concurrency, on_done)
-            )
-            sent = 0
-            while True:
-                waiting = asyncio.ensure_future(woke.wait())
-                await asyncio.wait({window, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                waiting.cancel()
-                ended = window.done()  # before taking the batch: episodes end while we yield
-                woke.clear()
-                batch, finished[:] = finished[:], []
-                sizes, sent = turns.batches[sent:], len(turns.batches)
-                if batch or sizes:
-                    yield batch, sizes
-                if ended:
-                    break
-            window.result()  # a bug in the window is raised to the collecting process
+        if self._client is None:  # on the actor's event loop, which lives as long as it does
+            self._client = env_client(self.env, self.env_url, self.env_timeout_s, self.env_retries)
+        window = asyncio.ensure_future(
+            run_window(self._client, self.env, turns, shard, s.concurrency, on_done)
+        )
+        sent = 0
+        while True:
+            waiting = asyncio.ensure_future(woke.wait())
+            await asyncio.wait({window, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            ended = window.done()  # before taking the batch: episodes end while we yield
+            woke.clear()
+            batch, finished[:] = finished[:], []
+            sizes, sent = turns.batches[sent:], len(turns.batches)
+            if batch or sizes:
+                yield batch, sizes
+            if ended:
+                break
+        window.result()  # a bug in the window is raised to the collecting process
 
 
 class RayWorkers:
