@@ -1,12 +1,13 @@
 """``gymflow deploy`` against a real Prefect server (``gymflow ui``), end to end.
 
 A smoke-budget lifecycle deployment with a cron schedule and typed parameters is registered and
-served. Run 1 is triggered through the API and fails in GRPO right after its step-2
-checkpoint (``GYMFLOW_FAIL_AT=grpo@step1``, once); it is retried through the API exactly as the
-Prefect UI's Retry button does (state ``AwaitingRetry``) and completes in the same run folder:
-the stages before GRPO ran once (the retry takes them from Prefect's cache), and the retried
-GRPO resumed from the checkpoint (its MLflow stage run logs steps 2 onward only, the failed one
-steps 0 and 1). Run 2, triggered with nothing new (same data, champion, config and code), ends
+served. Run 1 is triggered through the API and fails in SFT right after its step-15
+checkpoint, then (retried) in GRPO right after its step-2 checkpoint
+(``GYMFLOW_FAIL_AT=sft@step15,grpo@step1``, each once). It is retried through the API exactly
+as the Prefect UI's Retry button does (state ``AwaitingRetry``) and completes in the same run
+folder: every other stage ran once (a retry takes finished stages from Prefect's cache), and
+each retried trainer resumed from its checkpoint (its MLflow stage run logs only the steps
+after it). Run 2, triggered with nothing new (same data, champion, config and code), ends
 without running a stage and names run 1.
 """
 
@@ -72,7 +73,7 @@ def _steps(ui, mlflow_run_id: str, metric: str) -> list[int]:
 def served(tmp_path_factory):
     home = tmp_path_factory.mktemp("deployhome")
     with UIProcess(home) as ui:
-        env = os.environ | {"GYMFLOW_HOME": str(home), "GYMFLOW_FAIL_AT": "grpo@step1"}
+        env = os.environ | {"GYMFLOW_HOME": str(home), "GYMFLOW_FAIL_AT": "sft@step15,grpo@step1"}
         log = (home / "deploy.log").open("w")
         deploy = subprocess.Popen(
             [GYMFLOW, "deploy", "--smoke", "--cron", "0 3 * * *", "--eval-cron", ""],
@@ -106,6 +107,13 @@ def test_deployments_are_registered_with_cron_and_typed_parameters(served):
     assert evaluation["parameters"]["options"]["policy"] == "models:/gymflow-tool_call@champion"
 
 
+def _retry(ui, flow_run_id: str) -> dict:
+    """What the Prefect UI's Retry button does to a failed flow run; its next end state."""
+    retry = {"state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False}  # fmt: skip
+    api(f"{ui.prefect}/api/flow_runs/{flow_run_id}/set_state", retry)
+    return _wait(ui, flow_run_id)
+
+
 def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     ui, home, deployments = served
     nightly = deployments["nightly"]["id"]
@@ -115,31 +123,44 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     run_id = f"sched-{first['id'][:13]}"
     assert failed["name"] == run_id, "the flow run is named after its run id"
     run_dir = home / "runs" / run_id
+    assert (run_dir / ".injected-failure-sft@step15").exists()
+    assert (run_dir / "sft" / "trainer" / "checkpoint-15").is_dir(), "failed after its checkpoint"
+    before = _stage_runs(ui, run_id)
+    assert set(before) >= {"generate_tasks", "resolve_policy", "profile_verifier"}
+    assert before["sft"] == ["FAILED"] and "grpo" not in before
+
+    failed = _retry(ui, first["id"])
+    assert failed["state_type"] == "FAILED", failed["state"]
     assert (run_dir / ".injected-failure-grpo@step1").exists()
     assert not (run_dir / "summary.json").exists()
     assert (run_dir / "grpo" / "trainer" / "checkpoint-2").is_dir(), "failed after its checkpoint"
     before = _stage_runs(ui, run_id)
-    assert set(before) >= {"generate_tasks", "resolve_policy", "profile_verifier", "sft"}
-    assert before["grpo"] == ["FAILED"] and "heldout_gate" not in before
+    assert before["sft"] == ["FAILED", "FINISHED"] and before["grpo"] == ["FAILED"]
+    assert "heldout_gate" not in before
 
-    retry = {"state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False}  # fmt: skip
-    api(f"{ui.prefect}/api/flow_runs/{first['id']}/set_state", retry)
-    done = _wait(ui, first["id"])
+    done = _retry(ui, first["id"])
     assert done["state_type"] == "COMPLETED", done["state"]
     assert (run_dir / "summary.json").exists(), "the retry finished in the same run folder"
     after = _stage_runs(ui, run_id)
     for stage in STAGES:
         if stage == "sft_control":
             continue  # ran beside GRPO: it stopped when GRPO failed, and ran again
-        expected = ["FAILED", "FINISHED"] if stage == "grpo" else ["FINISHED"]
+        expected = ["FAILED", "FINISHED"] if stage in ("sft", "grpo") else ["FINISHED"]
         assert after.get(stage) == expected, f"{stage}: {after.get(stage)}"
-    # the retried GRPO started at the checkpoint's step: rollouts of steps 0-1 came from the
-    # failed attempt, of step 2 (the smoke budget's last) from the retry
-    grpo = {r["status"]: r for r in _runs(ui, run_id)["grpo"]}
+    runs = {stage: {r["status"]: r for r in _runs(ui, run_id)[stage]} for stage in ("sft", "grpo")}
+    # each retried trainer started at its checkpoint's step: SFT evaluated (and saved) at
+    # step 15 before it failed, and at step 30 (the smoke budget's last) after it resumed
+    sft = runs["sft"]
+    assert sft["FINISHED"]["params"]["resumed_from"].endswith("sft/trainer/checkpoint-15")
+    assert _steps(ui, sft["FAILED"]["run_id"], "sft/val_sampled_success") == [15]
+    assert _steps(ui, sft["FINISHED"]["run_id"], "sft/val_sampled_success") == [30]
+    # GRPO's rollouts of steps 0-1 came from the failed attempt, of step 2 from the retry
+    grpo = runs["grpo"]
     assert grpo["FINISHED"]["params"]["resumed_from"].endswith("grpo/trainer/checkpoint-2")
     assert _steps(ui, grpo["FAILED"]["run_id"], "rollouts/reward_mean") == [0, 1]
     assert _steps(ui, grpo["FINISHED"]["run_id"], "rollouts/reward_mean") == [2]
-    assert json.loads((run_dir / "summary.json").read_text())["grpo"]["steps"] == 3
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["sft"]["steps"], summary["grpo"]["steps"]) == (30, 3)
 
     second = api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
     started = time.monotonic()

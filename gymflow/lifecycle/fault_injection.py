@@ -5,8 +5,9 @@
   fails right after its trainer has saved the first checkpoint at or after step ``N``, so the
   re-run has a checkpoint to resume from.
 
-Either fires once per run: a marker file in the run folder (``.injected-failure-<value>``)
-says it did, and a re-run of the run goes through.
+Several, comma-separated (``sft@step15,grpo@step1``), fail the run at each in turn. Each
+fires once per run: a marker file in the run folder (``.injected-failure-<value>``) says it
+did, and the next re-run goes past it.
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ VARIABLE = "GYMFLOW_FAIL_AT"
 def maybe_fail(run_dir: Path, stage: str, step: int | None = None) -> None:
     """Raise the injected failure if ``GYMFLOW_FAIL_AT`` names ``stage`` at this point:
     on entry (``step`` None) or at a checkpoint of training step ``step``."""
-    wanted = os.environ.get(VARIABLE, "")
-    name, _, at = wanted.partition("@step")
-    if name != stage or (step is None) != (not at):
-        return
-    if step is not None and step < int(at):
-        return
-    marker = run_dir / f".injected-failure-{wanted}"
-    if marker.exists():
-        return
+    for wanted in _points():
+        name, _, at = wanted.partition("@step")
+        if name != stage or (step is None) != (not at):
+            continue
+        if step is not None and step < int(at):
+            continue
+        marker = run_dir / f".injected-failure-{wanted}"
+        if not marker.exists():
+            _fail(marker, wanted, stage, step)
+
+
+def _fail(marker: Path, wanted: str, stage: str, step: int | None) -> None:
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(f"stage failed once on purpose ({VARIABLE}={wanted})\n")
     where = f"stage {stage}" if step is None else f"stage {stage} after its step-{step} checkpoint"
@@ -40,7 +44,7 @@ def maybe_fail(run_dir: Path, stage: str, step: int | None = None) -> None:
 def fail_after_checkpoint(run_dir: Path, stage: str) -> list:
     """``[TrainerCallback]`` that fails ``stage`` at its checkpoint when ``GYMFLOW_FAIL_AT``
     says ``<stage>@step<N>``; ``[]`` otherwise (nothing is added to the trainer)."""
-    if not os.environ.get(VARIABLE, "").startswith(f"{stage}@step"):
+    if not any(point.startswith(f"{stage}@step") for point in _points()):
         return []
     from transformers import TrainerCallback
 
@@ -50,3 +54,7 @@ def fail_after_checkpoint(run_dir: Path, stage: str) -> list:
             return control
 
     return [FailAtCheckpoint()]
+
+
+def _points() -> list[str]:
+    return [p.strip() for p in os.environ.get(VARIABLE, "").split(",") if p.strip()]
