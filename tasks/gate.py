@@ -9,7 +9,7 @@ import polars as pl
 from prefect import task
 
 from gymflow.eval.compare import paired_differences
-from gymflow.eval.gate import Candidate, Champion, choose, latency_figures
+from gymflow.eval.gate import Candidate, Champion, GateResult, choose, latency_figures
 from gymflow.eval.general_check import evaluate_general, general_envs
 from gymflow.eval.splits import GeneratedSplit
 from gymflow.eval.stats import paired_delta
@@ -80,30 +80,37 @@ def heldout_gate(
             champion = ChampionComparison(
                 version=champ[0], summary=_with_latency(found), rows=found.rows
             )
-        envs = general_envs(cfg.gate.general_envs, {cfg.env})
-        general = evaluate_general(
-            envs, {"baseline": baseline.path, **paths}, GeneratedSplit.like(cfg),
-            cfg.gate.general_n, cfg.seed, cfg.max_new_tokens, run.dir, run.cache_dir,
-        )  # fmt: skip
         candidates = [
             Candidate(
                 name=name,
                 summary=_with_latency(ev),
                 delta=_paired(ev.rows, base.rows),
                 champion_delta=_paired(ev.rows, champion.rows) if champion else None,
-                general={
-                    env: paired_differences(by[name], by["baseline"])["success"]
-                    for env, by in general.items()
-                },
             )
             for name, ev in evals.items()
         ]
         vs_control = _paired(cand.rows, evals["sft_control"].rows) if control else None
-        decision = choose(
-            base_summary, candidates, cfg.gate, vs_control,
-            Champion(version=champion.version, summary=champion.summary) if champion else None,
-            start_label,
+        held = Champion(version=champion.version, summary=champion.summary) if champion else None
+
+        def decide() -> GateResult:
+            return choose(base_summary, candidates, cfg.gate, vs_control, held, start_label)
+
+        # General capability can only refuse: only candidates that pass everything else (and
+        # the start, to pair with) are evaluated on the general environments.
+        worth = [v.candidate for v in decide().verdicts if v.passed]
+        envs = general_envs(cfg.gate.general_envs, {cfg.env}) if worth else []
+        general = evaluate_general(
+            envs, {"baseline": baseline.path} | {name: paths[name] for name in worth},
+            GeneratedSplit.like(cfg), cfg.gate.general_n, cfg.seed, cfg.max_new_tokens, run.dir,
+            run.cache_dir,
         )  # fmt: skip
+        for c in candidates:
+            if c.name in worth:
+                c.general = {
+                    env: paired_differences(by[c.name], by["baseline"])["success"]
+                    for env, by in general.items()
+                }
+        decision = decide()
         comparison = None
         if control is not None:
             ctrl = candidates[1]

@@ -59,8 +59,10 @@ def _steered(base: Path, token: int, out: Path) -> str:
     return str(out)
 
 
-def _gate(gym_home, tmp_path, env: str, start: str, candidate: str, general: list[str]):
-    """One run's ``generate_tasks`` and ``heldout_gate`` stages (no control)."""
+def _gate(
+    gym_home, tmp_path, env: str, start: str, candidate: str, general: list[str], control=None
+):
+    """One run's ``generate_tasks`` and ``heldout_gate`` stages."""
     from gymflow.lifecycle.run_context import open_run
     from gymflow.tasks.gate import heldout_gate
     from gymflow.tasks.generate import generate_tasks
@@ -71,8 +73,9 @@ def _gate(gym_home, tmp_path, env: str, start: str, candidate: str, general: lis
     )  # fmt: skip
     run = open_run(gym_home, tmp_path / "runs" / f"{env}-{tmp_path.name}", cfg)
     data = generate_tasks.fn(run, cfg)
+    control = Checkpoint(path=control) if control else None
     report = heldout_gate.fn(
-        run, cfg, data, Checkpoint(path=start), Checkpoint(path=candidate), None
+        run, cfg, data, Checkpoint(path=start), Checkpoint(path=candidate), control
     )
     return run, cfg, data, report
 
@@ -81,18 +84,21 @@ def test_a_candidate_that_regresses_the_general_capability_set_is_refused(
     gym_home, planted, policies, tmp_path
 ):
     """Silence wins on planted_silence (+1.0 over a chatty start) and loses every planted_any
-    task the start got right."""
+    task the start got right. The chatty control fails already (no gain), so it is not
+    evaluated on the general set."""
     from gymflow.lifecycle.model_registry import champion_version
 
     assert champion_version("gymflow-planted_silence") is None, "no champion to compare with"
     _, _, _, report = _gate(
         gym_home, tmp_path, "planted_silence", policies["chatty"], policies["silent"],
         ["planted_any", "planted_silence"],  # the trained environment is skipped
+        control=policies["chatty"],
     )  # fmt: skip
     assert report.delta_success == 1.0 and report.ci95[0] > 0, "it does beat the start"
     assert report.general == {"planted_any": {"baseline": 1.0, "grpo": 0.0}}
     gate = report.gate
     assert not gate.passed and gate.compared_with == ["the start"]
+    assert [v.passed for v in gate.verdicts] == [False, False]
     assert "general capability on planted_any: success -1.000" in gate.reason
     assert "significantly below the start" in gate.reason
     assert report.champion is None

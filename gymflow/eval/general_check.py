@@ -43,6 +43,8 @@ def evaluate_general(
     """``{env: {label: rows}}`` for every policy (``{label: checkpoint folder}``) on every
     environment's held-out tasks; episodes are stored under ``run_dir/eval/heldout-<env>-<label>/``
     (the rollout layout), and an episode that could not finish fails the check."""
+    if not envs:
+        return {}
     loaded = {label: TransformersPolicy.from_path(path) for label, path in policies.items()}
     out: dict[str, dict[str, list[dict]]] = {}
     for name in envs:

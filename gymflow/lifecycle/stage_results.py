@@ -163,7 +163,8 @@ class GateReport(StageResult):
     """The champion the candidates had to beat; None without one, or when it is the start."""
     general: dict[str, dict[str, float]] = Field(default_factory=dict)
     """General capability: held-out success per environment the run did not train on, per
-    policy (``baseline``, ``grpo``, ``sft_control``)."""
+    policy evaluated there: the start (``baseline``) and the candidates (``grpo``,
+    ``sft_control``) that passed every other check (this one can only refuse)."""
     chosen_path: str | None = None
     """The checkpoint of ``gate.chosen``: what ``promote`` registers."""
 
