@@ -22,7 +22,7 @@ from gymflow.policy.cached_folder import build_once
 from gymflow.policy.tool_template import knows_tools, with_tools
 
 SOURCE_FILE = "gguf_source.json"
-CONVERSION = 2
+CONVERSION = 3
 """Part of the cache folder's name: a change to what a conversion writes makes new folders."""
 
 

@@ -6,8 +6,12 @@ would train on empty turns. :func:`with_tools` wraps the template: before it run
 and how to call a tool go into the system message (prepended to the first one, or as a new
 one), and an assistant turn's calls become its text, written exactly as the environments parse
 them (:func:`gymflow.core.tool_calls.render_call`: ``<tool_call>{"name": …, "arguments": …}
-</tool_call>``). The original template renders the rest unchanged. Since the SFT
-demonstrations, the rollout prompts and the OpenAI server all render through the tokenizer's
+</tool_call>``). A tool is one signature line and a line per described parameter
+(``get_weather(city: string, unit?: "celsius"|"fahrenheit") - Get the weather.``; a nested
+object or array parameter keeps its JSON schema): a tool_call prompt takes 353 SmolLM2 tokens
+this way against 622 with the tools as JSON schemas (41 without tools), and the prompt is most
+of what a real model's SFT and GRPO steps pay for. The original template renders the rest
+unchanged. Since the SFT demonstrations, the rollout prompts and the OpenAI server all render through the tokenizer's
 template, they all see the same tokens.
 """
 
@@ -22,8 +26,22 @@ _PREAMBLE = (
     "{%- if tools %}"
     "{%- set ns = namespace(text='" + TOOLS_INTRO + "' + '\\n' + 'Tools:') %}"
     "{%- for t in tools %}{%- set f = t.function if t.function is defined else t %}"
-    "{%- set ns.text = ns.text + '\\n' + ({'name': f.name, 'description': f.description, "
-    "'parameters': f.parameters} | tojson) %}"
+    "{%- set params = f.parameters if f.parameters is defined and f.parameters else {} %}"
+    "{%- set required = params.required if params.required is defined else [] %}"
+    "{%- set sig = namespace(parts=[], notes=[]) %}"
+    "{%- for k, v in (params.properties if params.properties is defined else {}).items() %}"
+    "{%- if v.enum is defined %}{%- set kind = v.enum | map('tojson') | join('|') %}"
+    "{%- elif v.type is defined and v.type is string and v.type not in ('object', 'array') %}"
+    "{%- set kind = v.type %}"
+    "{%- else %}{%- set kind = v | tojson %}{%- endif %}"
+    "{%- set sig.parts = sig.parts + [k + ('' if k in required else '?') + ': ' + kind] %}"
+    "{%- if v.description is defined and v.description %}"
+    "{%- set sig.notes = sig.notes + [k + ': ' + v.description] %}{%- endif %}"
+    "{%- endfor %}"
+    "{%- set ns.text = ns.text + '\\n' + f.name + '(' + sig.parts | join(', ') + ')' %}"
+    "{%- if f.description is defined and f.description %}"
+    "{%- set ns.text = ns.text + ' - ' + f.description %}{%- endif %}"
+    "{%- for note in sig.notes %}{%- set ns.text = ns.text + '\\n  ' + note %}{%- endfor %}"
     "{%- endfor %}"
     "{%- if messages and messages[0].role == 'system' %}"
     "{%- set messages = [{'role': 'system', 'content': ns.text + '\\n\\n' + messages[0].content}]"
