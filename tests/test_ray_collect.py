@@ -26,7 +26,7 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.data.task_files import load_tasks
 from gymflow.environments.counter import environment as counter
 from gymflow.environments.counter.environment import CounterEnvironment
-from gymflow.rollout.engine import CollectSettings, collect
+from gymflow.rollout.engine import CollectSettings, collect, plan_collection
 from gymflow.rollout.episode import Sampling
 from gymflow.rollout.store import read_parts, read_rollouts
 
@@ -67,15 +67,16 @@ class SlowCounter(CounterEnvironment):
 
 
 class KillAfter:
-    """A runner that SIGKILLs process ``pid`` once ``after`` rollouts have come back."""
+    """A runner that SIGKILLs process ``pid`` once ``after`` rollouts (of ``among``, if given)
+    have come back."""
 
-    def __init__(self, runner: RayWorkers, pid: int, after: int) -> None:
-        self.runner, self.pid, self.after, self.seen = runner, pid, after, 0
+    def __init__(self, runner: RayWorkers, pid: int, after: int, among: set | None = None):
+        self.runner, self.pid, self.after, self.among, self.seen = runner, pid, after, among, 0
 
     async def __call__(self, todo, on_done):
-        def done(*result) -> None:
-            on_done(*result)
-            self.seen += 1
+        def done(p, *result) -> None:
+            on_done(p, *result)
+            self.seen += self.among is None or p.rollout_id in self.among
             if self.seen == self.after:
                 os.kill(self.pid, signal.SIGKILL)
 
@@ -168,11 +169,12 @@ def test_a_lost_part_is_collected_again_on_ray(cluster, tmp_path):
 def test_a_worker_killed_mid_shard_loses_nothing_and_duplicates_nothing(cluster, tmp_path):
     env = SlowCounter(delay_s=0.03)  # 3 tool calls: ~0.1 s an episode, 2 live per worker
     tasks, settings = _tasks(env), _settings(num_repeats=8)
+    # worker 0 takes the first shard (workers take shards in order): kill it after 3 of those
+    first_shard = {p.rollout_id for p in plan_collection(tasks, settings)[:10]}
     with RayWorkers(env, tasks, settings, workers=2, shard_size=10) as runner:
         victim = runner.pids()[0]
-        report = collect(
-            env, None, tasks, tmp_path, settings, runner=KillAfter(runner, victim, after=3)
-        )
+        killer = KillAfter(runner, victim, after=3, among=first_shard)
+        report = collect(env, None, tasks, tmp_path, settings, runner=killer)
         after = runner.pids()
     assert not psutil.pid_exists(victim) and victim not in after  # Ray started a new process
     assert report.engine["worker_restarts"] == 1
@@ -253,7 +255,7 @@ def test_trainer_weights_reach_every_worker_before_each_batch(
     from transformers import AutoModelForCausalLM
 
     from gymflow.env.registry import get_env
-    from gymflow.rollout.ray_engine import weights_digest
+    from gymflow.rollout.ray_worker import weights_digest
 
     env = get_env("tool_call")
     tasks = _tasks(env, ROOT / "environments" / "tool_call" / "examples" / "tasks.jsonl")[:2]
@@ -278,14 +280,14 @@ def test_trainer_weights_reach_every_worker_before_each_batch(
             seen.add(now)
             assert runner.sync_weights(trainer.state_dict()) == [now, now]
             batch = replace(settings, iteration=step, policy_version=step)
-            kill = step == 2
-            run = KillAfter(runner, runner.pids()[0], after=1) if kill else runner
+            kill, victim = step == 2, runner.pids()[0]
+            run = KillAfter(runner, victim, after=1) if kill else runner
             report = collect(env, None, tasks, tmp_path, batch, runner=run)
             assert report.collected == 4 and report.unscored == 0
-            if kill:  # worker 0 came back (Ray restarted it) with the spec's weights ...
-                assert held()[0] == start
+            if kill:  # Ray restarted worker 0: a new process, started with the spec's weights,
+                assert _pids(runner)[0] != victim  # which loads the synced ones before a shard
                 again = collect(env, None, tasks, tmp_path / "again", batch, runner=runner)
-                assert again.collected == 4  # ... and loaded the synced ones before a shard
+                assert again.collected == 4  # (worker 0 takes the first of its 2 shards)
             assert held() == [now, now]
     rows = read_rollouts(tmp_path)
     assert rows.group_by("policy_version").len().sort("policy_version")["len"].to_list() == [4] * 3
@@ -385,12 +387,20 @@ def test_cli_refuses_a_ray_address_for_the_local_engine(tmp_path):
     assert "--ray-address: Value error, a Ray address is for the ray engine" in result.output
 
 
-def _held(runner: RayWorkers, timeout_s: float = 60) -> list[str]:
+def _held(runner: RayWorkers) -> list[str]:
     """Each worker's weights digest, waiting for workers Ray is restarting."""
+    return _ask(runner, "digest")
+
+
+def _pids(runner: RayWorkers) -> list[int]:
+    return _ask(runner, "pid")
+
+
+def _ask(runner: RayWorkers, method: str, timeout_s: float = 60) -> list:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return ray.get([a.digest.remote() for a in runner.actors])
+            return ray.get([getattr(a, method).remote() for a in runner.actors])
         except ray.exceptions.ActorUnavailableError:
             if time.monotonic() > deadline:
                 raise

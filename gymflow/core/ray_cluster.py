@@ -64,12 +64,12 @@ def ray_cluster(
 ) -> Iterator[RayCluster]:
     """Connected to the cluster at ``address``, or to a local one started for the block."""
     ray = require_ray()
+    if address:
+        _refuse_unreachable(address)
     if ray.is_initialized():
         yield RayCluster(_gcs_address(ray), local=False, start_s=0.0)
         return
     started = time.perf_counter()
-    if address:
-        _refuse_unreachable(address)
     try:
         if address:
             ray.init(address=address, logging_level="WARNING", log_to_driver=False)

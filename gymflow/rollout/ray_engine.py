@@ -28,115 +28,26 @@ spec's weights again) loads them first: no batch is sampled from stale weights. 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.ray_cluster import ray_cluster, require_ray
 from gymflow.core.task_record import Task
-from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
-from gymflow.rollout.driver import OnDone, run_window
-from gymflow.rollout.engine import CollectReport, CollectSettings, collect, env_client
-from gymflow.rollout.episode import Episode
-from gymflow.rollout.model_turns import ModelTurns
+from gymflow.rollout.driver import OnDone
+from gymflow.rollout.engine import CollectReport, CollectSettings, collect
+from gymflow.rollout.ray_worker import RolloutWorker
 from gymflow.rollout.store import Planned
-
-Done = tuple[Planned, Episode | None, GymflowError | None]
-"""One finished rollout, as the window hands it to ``on_done``."""
 
 SHARDS_PER_WORKER = 4
 """Default shards per worker: enough that a fast worker takes a slow one's share."""
 
-
-class RolloutWorker:
-    """One rollout worker (run as a Ray actor): a policy backend, an env client, the driver."""
-
-    def __init__(
-        self,
-        env: Environment,
-        settings: CollectSettings,
-        tasks: list[Task],
-        env_url: str | None = None,
-        env_timeout_s: float = 30.0,
-        env_retries: int = 3,
-    ) -> None:
-        from gymflow.policy.spec import load_policy
-
-        self.env, self.settings = env, settings
-        self.env_url, self.env_timeout_s, self.env_retries = env_url, env_timeout_s, env_retries
-        self.policy = load_policy(settings.policy_spec, tasks=tasks)
-        self.weights_version = 0
-        """Which synced weights the model holds (0: the spec's own)."""
-        self._client: EnvClient | None = None
-        """One for the worker's life: an in-process app (and its verify pool) is built once."""
-
-    def pid(self) -> int:
-        """This worker's process id (for tests that kill it)."""
-        return os.getpid()
-
-    def load_weights(self, weights: dict, version: int) -> str:
-        """Load a trainer's state dict into this worker's model; the digest of what it holds."""
-        model = getattr(self.policy, "model", None)
-        if model is None or not hasattr(model, "load_state_dict"):
-            raise GymflowError(
-                FailureKind.BAD_REQUEST,
-                f"policy {self.settings.policy_spec!r} holds no weights to load (use a "
-                "transformers backend, or sync a vLLM server through TRL)",
-            )
-        model.load_state_dict(weights, strict=True)
-        self.weights_version = version
-        return self.digest()
-
-    def digest(self) -> str:
-        """The digest of the weights this worker's model holds ("" for a model-less policy)."""
-        model = getattr(self.policy, "model", None)
-        return weights_digest(model.state_dict()) if hasattr(model, "state_dict") else ""
-
-    async def run(
-        self, shard: list[Planned], weights: tuple | None = None
-    ) -> AsyncIterator[tuple[list[Done], list[int]]]:
-        """Run ``shard`` in a window; yield what finished since the last yield, with the sizes
-        of the generation calls made meanwhile (a Ray streaming generator).
-
-        ``weights``: (version, object ref) of the weights the shard must be sampled with,
-        loaded first if this worker holds others (it was restarted since they were synced).
-        """
-        if weights is not None and weights[0] != self.weights_version:
-            self.load_weights(await weights[1], weights[0])
-        s = self.settings
-        finished: list[Done] = []
-        woke = asyncio.Event()
-
-        def on_done(p: Planned, episode: Episode | None, error: GymflowError | None) -> None:
-            finished.append((p, episode, error))
-            woke.set()
-
-        turns = ModelTurns(self.policy, s.sampling, s.batch_wait_s)
-        if self._client is None:  # on the actor's event loop, which lives as long as it does
-            self._client = env_client(self.env, self.env_url, self.env_timeout_s, self.env_retries)
-        window = asyncio.ensure_future(
-            run_window(self._client, self.env, turns, shard, s.concurrency, on_done)
-        )
-        sent = 0
-        while True:
-            waiting = asyncio.ensure_future(woke.wait())
-            await asyncio.wait({window, waiting}, return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
-            ended = window.done()  # before taking the batch: episodes end while we yield
-            woke.clear()
-            batch, finished[:] = finished[:], []
-            sizes, sent = turns.batches[sent:], len(turns.batches)
-            if batch or sizes:
-                yield batch, sizes
-            if ended:
-                break
-        window.result()  # a bug in the window is raised to the collecting process
+RESTART_WAIT_S = 120.0
+"""Longest wait for Ray to restart a dead worker (a policy to load again) before giving it up."""
 
 
 class RayWorkers:
@@ -173,11 +84,10 @@ class RayWorkers:
         self.actors = [actor.remote(env, settings, tasks, env_url) for _ in range(workers)]
         self.restarts = self.requeued = self.shards = self.weight_syncs = 0
         self._weights: tuple | None = None  # (version, object ref) of the last weights sent
-        self._deaths = [0] * workers
         self._gone: set[int] = set()  # died more often than Ray restarts them
         self.cluster_start_s, self.workers_start_s = start_s, 0.0
         started = time.perf_counter()
-        self.pids()  # every worker up (its policy loaded), or the reason it is not
+        self._pids = self.pids()  # every worker up (its policy loaded), or why it is not
         self.workers_start_s = round(time.perf_counter() - started, 2)
 
     def __enter__(self) -> RayWorkers:
@@ -195,6 +105,25 @@ class RayWorkers:
             return ray.get([a.pid.remote() for a in self.actors])
         except ray.exceptions.RayActorError as exc:
             raise _start_failure(exc) from None
+
+    async def _back(self, k: int) -> bool:
+        """Wait while Ray restarts worker ``k`` (calls to it fail meanwhile); False if Ray will
+        not (it died more than ``max_restarts`` times). Counts a restart by its new process."""
+        ray = require_ray()
+        deadline = time.monotonic() + RESTART_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                pid = await self.actors[k].pid.remote()
+            except ray.exceptions.ActorUnavailableError:  # restarting
+                await asyncio.sleep(0.2)
+                continue
+            except ray.exceptions.RayActorError:
+                return False
+            if pid != self._pids[k]:
+                self._pids[k] = pid
+                self.restarts += 1
+            return True
+        return False
 
     def sync_weights(self, weights: dict) -> list[str]:
         """Send a trainer's state dict to every worker (once through the object store, not once
@@ -256,11 +185,8 @@ class RayWorkers:
                     if rest:
                         queue.appendleft(rest)  # the next free worker runs them
                         self.requeued += len(rest)
-                    self._deaths[k] += 1
-                    if self._deaths[k] > self.max_restarts:  # Ray gave up on it: it is gone
+                    if not await self._back(k):  # Ray gave up on it: it is gone
                         self._gone.add(k)
-                    else:
-                        self.restarts += 1
 
         serving = [asyncio.ensure_future(serve(k)) for k in range(len(self.actors))]
         try:  # a bug in one worker stops them all, as one in the local window does
@@ -285,18 +211,6 @@ class RayWorkers:
                 f"Ray workers returned {len(delivered)} of {len(todo)} rollouts",
             )
         return batches
-
-
-def weights_digest(weights: dict) -> str:
-    """A digest of a state dict's names and exact bytes (equal digests: equal weights)."""
-    import torch
-
-    digest = hashlib.sha256()
-    for name in sorted(weights):
-        tensor = weights[name].detach().cpu().contiguous().reshape(-1)
-        digest.update(name.encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
 
 
 def _secrets(policy_spec: str) -> dict[str, str]:
