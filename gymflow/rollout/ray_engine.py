@@ -2,9 +2,10 @@
 
 :class:`RayWorkers` is the engine's :class:`~gymflow.rollout.engine.EpisodeRunner` for Ray. The
 engine plans the collection, skips what is on disk and hands the rest over; they are cut into
-shards, and each free worker takes the next one. A worker (:class:`RolloutWorker`, one Ray actor)
-holds a policy backend loaded from the collection's policy spec and a client of the environment
-(the env in-process in the actor, or the server at ``env_url``), and runs the one episode driver
+shards, and each free worker takes the next one. A worker (one Ray actor,
+:class:`~gymflow.rollout.ray_worker.RolloutWorker`) holds a policy backend loaded from the
+collection's policy spec and a client of the environment (the env in-process in the actor, or
+the server at ``env_url``), and runs the one episode driver
 (:func:`~gymflow.rollout.driver.run_window`, a window of ``concurrency`` episodes) over its
 shard, streaming each finished episode back as it ends. Rows are built and written in the
 collecting process through the one store (:class:`~gymflow.rollout.store.RolloutWriter`): one
@@ -22,7 +23,8 @@ exception in a worker (a bug) stops the collection.
 Weights: :meth:`RayWorkers.sync_weights` puts a trainer's state dict in Ray's object store once
 and loads it into every worker's model (transformers backends) before the next rollout batch;
 every shard names the weights it must be sampled with, so a worker Ray restarted (holding the
-spec's weights again) loads them first: no batch is sampled from stale weights. (A vLLM server is synced by TRL itself; point the workers at it with ``openai:``.)
+spec's weights again) loads them first: no batch is sampled from stale weights. (A vLLM server
+is synced by TRL itself; point the workers at it with ``openai:``.)
 """
 
 from __future__ import annotations
