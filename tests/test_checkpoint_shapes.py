@@ -287,3 +287,33 @@ def test_a_lifecycle_runs_from_a_user_checkpoint(checkpoints, gym_home, prefect_
     assert summary["registry"]["version"] is not None
     final = tmp_path / run_id / "grpo" / "final"
     assert used_tokenizer(final).chat_template == used_tokenizer(checkpoints["neox"]).chat_template
+
+
+PLAIN_TEXT_END = "{% for m in messages %}### {{ m.role }}: {{ m.content }}\n\n{% endfor %}"
+TEMPLATE_PROBLEMS = {
+    "no_eos": ({"eos_token": None}, "the tokenizer has no EOS token"),
+    "plain_text_end": ({"chat_template": PLAIN_TEXT_END}, "not with a special token"),
+    "fails": (
+        {"chat_template": "{{ raise_exception('roles must alternate') }}"},
+        "fails on a plain conversation (TemplateError: roles must alternate)",
+    ),
+    "prompt_not_prefix": (
+        {"chat_template": "{% if add_generation_prompt %}A:{% endif %}"
+         "{% for m in messages %}{{ m.content }}<|im_end|>{% endfor %}"},
+        "generation prompt is not where it starts the assistant turn",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(TEMPLATE_PROBLEMS))
+def test_each_template_problem_is_named(case):
+    from gymflow.core.failures import FailureKind, GymflowError
+    from gymflow.policy.template_check import inspect_template
+    from gymflow.policy.tiny_model import build_tokenizer
+
+    settings, expected = TEMPLATE_PROBLEMS[case]
+    tokenizer = build_tokenizer(["hello world 123"] * 20, 300, **settings)
+    with pytest.raises(GymflowError) as caught:
+        inspect_template(tokenizer, "my-model")
+    assert caught.value.kind == FailureKind.UNUSABLE_CHECKPOINT
+    assert caught.value.detail.startswith("my-model: ") and expected in caught.value.detail
