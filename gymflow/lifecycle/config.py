@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gymflow.data.settings import TaskDataSettings
 from gymflow.eval.gate import GateSettings
@@ -21,7 +22,23 @@ class LifecycleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    env: str = Field("tool_call", description="Environment name (a folder under environments/).")
+    env: str = Field(
+        "tool_call",
+        description="Environment name (a folder under environments/). With envs: the mix's "
+        "first environment (set from envs; naming another one is refused).",
+    )
+    envs: dict[str, float] | None = Field(
+        None,
+        description='A weighted mix of environments trained in one run, e.g. {"tool_call": '
+        '0.5, "math": 0.3, "games": 0.2}: positive weights, normalized to sum 1. Every '
+        "count (n_tasks, demos, val_eval_n) is shared by weight; heldout_n and profile_samples "
+        "apply per environment; GRPO draws each batch by weight. None: the one env.",
+    )
+    registered_model: str | None = Field(
+        None,
+        description="Registered model name in MLflow (None: gymflow-<env>, or for a mix "
+        "gymflow-mix-<its environments, sorted, joined by '-'>).",
+    )
     model_path: str | None = Field(
         None,
         description="A local from_pretrained checkpoint to start from; None = embedded tiny model.",
@@ -75,6 +92,48 @@ class LifecycleConfig(BaseModel):
         0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
     )
 
+    @field_validator("envs")
+    @classmethod
+    def _known_positive_normalized(cls, value: dict[str, float] | None) -> dict | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("empty: name one environment or more with their weights")
+        from gymflow.env.registry import list_envs
+
+        known = list_envs()
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(f"no environment {unknown[0]!r} (known: {', '.join(known)})")
+        bad = {k: w for k, w in value.items() if not (math.isfinite(w) and w > 0)}
+        if bad:
+            name, weight = next(iter(bad.items()))
+            raise ValueError(f"weight of {name!r} is {weight}; weights must be positive numbers")
+        total = sum(value.values())
+        return {name: weight / total for name, weight in value.items()}
+
+    @model_validator(mode="after")
+    def _env_is_the_mix_first(self) -> LifecycleConfig:
+        if self.envs is None:
+            return self
+        first = next(iter(self.envs))
+        if "env" in self.model_fields_set and self.env != first:
+            raise ValueError(
+                f"env {self.env!r} and envs both given: a run on several environments names "
+                f"them in envs only (env is then its first, {first!r}); drop env"
+            )
+        self.env = first
+        unsupported = {
+            "task_data.train_files": self.task_data.train_files,
+            "task_data.heldout_files": self.task_data.heldout_files,
+            "variants": self.variants,
+            'grpo.task_sampling "difficulty"': self.grpo.task_sampling == "difficulty",
+        }
+        for name, value in unsupported.items():
+            if value:
+                raise ValueError(f"{name} is not supported with envs (one environment only)")
+        return self
+
     @model_validator(mode="after")
     def _splits_leave_training_data(self) -> LifecycleConfig:
         if self.heldout_frac + self.val_frac >= 0.9:
@@ -84,9 +143,31 @@ class LifecycleConfig(BaseModel):
             )
         return self
 
+    @property
+    def env_weights(self) -> dict[str, float]:
+        """The run's environments and their weights (one environment: weight 1)."""
+        return dict(self.envs) if self.envs is not None else {self.env: 1.0}
+
+    @property
+    def env_label(self) -> str:
+        """``tool_call``, or a mix's environments joined by ``+`` (``tool_call+math``)."""
+        return "+".join(self.env_weights)
+
+    @property
+    def model_name(self) -> str:
+        """The registered model's name (``registered_model``, else from the environments)."""
+        from gymflow.lifecycle.model_registry import registered_name
+
+        if self.registered_model:
+            return self.registered_model
+        if self.envs is None:
+            return registered_name(self.env)
+        return registered_name("mix-" + "-".join(sorted(self.envs)))
+
     def overridden(self, changes: dict) -> LifecycleConfig:
         """This config with ``changes`` applied field by field, nested settings included
-        (``{"grpo": {"learning_rate": 2e-4}}`` keeps every other GRPO setting)."""
+        (``{"grpo": {"learning_rate": 2e-4}}`` keeps every other GRPO setting). ``envs``
+        without ``env`` makes the mix's first the env; ``env`` without ``envs`` ends a mix."""
 
         def merge(base: dict, new: dict) -> dict:
             out = dict(base)
@@ -95,7 +176,12 @@ class LifecycleConfig(BaseModel):
                 out[key] = merge(base[key], value) if nested else value
             return out
 
-        return self.model_validate(merge(self.model_dump(), changes))
+        base = self.model_dump()
+        if "envs" in changes and "env" not in changes:
+            base.pop("env")
+        elif "env" in changes and "envs" not in changes:
+            base["envs"] = None
+        return self.model_validate(merge(base, changes))
 
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(), sort_keys=True)
