@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from gymflow.core.failures import GymflowError
 from gymflow.core.task_record import Task
@@ -137,6 +137,25 @@ class GRPOSettings(BaseModel):
         "(16 × 405: 7.7 GB; the rest is the 49,152-wide logits); costs a second forward pass.",
     )
     seed: int = Field(0, description="Trainer and sampling seed.")
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description='Where rollouts run: "local" (the trainer\'s process) or "ray" (Ray rollout '
+        "workers, gymflow.train.ray_rollouts: the trainer's weights are synced to them through "
+        "the object store before each step; the rows are stored here the same way). Not with "
+        "lora or vllm.",
+    )
+    ray_workers: int = Field(2, ge=1, description='"ray": rollout workers (Ray actors).')
+    ray_address: str | None = Field(
+        None, description='"ray": a running cluster (default: a local one, started and stopped).'
+    )
+
+    @model_validator(mode="after")
+    def _ray_engine_alone(self) -> GRPOSettings:
+        if self.engine == "local" and self.ray_address:
+            raise ValueError('ray_address is for engine "ray"')
+        if self.engine == "ray" and (self.lora is not None or self.vllm != "off"):
+            raise ValueError('engine "ray" rolls out full transformers weights: no lora, no vllm')
+        return self
 
 
 class RolloutSource:
@@ -179,12 +198,25 @@ class RolloutSource:
             self.writer = RolloutWriter(out_dir, schema, chunk=1 << 30, background=True)
             write_tasks(pool, Path(out_dir) / "tasks.parquet")  # exports rebuild prompts
         self.loop = asyncio.new_event_loop()
+        self.ray = None  # settings.engine "ray": rounds run on Ray workers (started at step 0)
+        if settings.engine == "ray":
+            from gymflow.train.ray_rollouts import RayRollouts
+
+            sampling = Sampling(
+                max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
+            )
+            self.ray = RayRollouts(env, sampling, settings.ray_workers, settings.ray_address)
         self.stats = {
             "groups_generated": 0,
             "groups_zero_variance": 0,
             "groups_refilled": 0,
             "rollout_s": 0.0,
         }
+
+    def close(self) -> None:
+        """Stop the Ray rollout workers, if any (the next step would start them again)."""
+        if self.ray is not None:
+            self.ray.close()
 
     def wait_stored(self) -> None:
         """Block until every rollout handed to the store is on disk (raise a write's error)."""
@@ -205,7 +237,7 @@ class RolloutSource:
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
         if self.task_pool is not None:  # the pool picks; TRL's ids only say how many
             wanted = self.task_pool.draw(len(wanted), step, 0)
-        policy = rollout_policy(trainer)
+        policy = rollout_policy(trainer) if self.ray is None else self.ray.synced(trainer)
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
         done: list[tuple[Planned, Episode | None, GymflowError | None]] = []
@@ -270,6 +302,8 @@ class RolloutSource:
         results: list[tuple[Planned, Episode | None, GymflowError | None]] = []
 
         async def go() -> None:
+            if self.ray is not None:  # on the Ray workers, which hold this step's weights
+                return await self.ray.run(planned, lambda p, ep, e: results.append((p, ep, e)))
             async with EnvClient(app=self.app) as client:
                 turns = ModelTurns(policy, sampling)
                 await run_window(
@@ -388,6 +422,8 @@ def run_grpo(
         with contextlib.suppress(Exception):  # keep what can be stored; report training's error
             source.wait_stored()
         raise
+    finally:
+        source.close()
     source.wait_stored()
     wall = progress.trained_s()
     validation = load_chosen(trainer, out_dir)  # the best validated step, if any was scored
