@@ -1,4 +1,5 @@
-"""One rollout worker, run as a Ray actor by :mod:`gymflow.rollout.ray_engine`.
+"""One rollout worker, run as a Ray actor by :mod:`gymflow.rollout.ray_engine` (or for one
+shard, in a Prefect task of the collect flow).
 
 It holds a policy backend loaded from the collection's policy spec and one client of the
 environment for its life (the env in-process in the worker, or the server at ``env_url``), and
@@ -54,6 +55,23 @@ class RolloutWorker:
         """This worker's process id (for tests that kill it)."""
         return os.getpid()
 
+    async def ready(self) -> int:
+        """Build the env client now (its app, its verify pool) rather than in the first shard,
+        so a collection's time is episodes, not set-up; this worker's process id."""
+        self._env_client()
+        return os.getpid()
+
+    async def aclose(self) -> None:
+        """Close the env client (its app, its verify pool): for a worker made for one shard."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _env_client(self) -> EnvClient:
+        if self._client is None:  # on the actor's event loop, which lives as long as it does
+            self._client = env_client(self.env, self.env_url, self.env_timeout_s, self.env_retries)
+        return self._client
+
     def load_weights(self, weights: dict, version: int) -> str:
         """Load a trainer's state dict into this worker's model; the digest of what it holds."""
         model = getattr(self.policy, "model", None)
@@ -92,10 +110,8 @@ class RolloutWorker:
             woke.set()
 
         turns = ModelTurns(self.policy, s.sampling, s.batch_wait_s)
-        if self._client is None:  # on the actor's event loop, which lives as long as it does
-            self._client = env_client(self.env, self.env_url, self.env_timeout_s, self.env_retries)
         window = asyncio.ensure_future(
-            run_window(self._client, self.env, turns, shard, s.concurrency, on_done)
+            run_window(self._env_client(), self.env, turns, shard, s.concurrency, on_done)
         )
         sent = 0
         while True:

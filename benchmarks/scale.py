@@ -1,13 +1,15 @@
-"""Collection on Ray vs the local engine: rollouts/s for 1, 2, 4 Ray workers on one machine.
+"""Scaling out on Ray: rollouts/s of a collection, local vs 1, 2, 4 Ray workers, on this machine.
 
-    python benchmarks/ray_collect.py [--workers 1,2,4] [--json] [--out FILE]
+    python benchmarks/scale.py [--workers 1,2,4] [--rounds 3] [--envs env_latency,...] [--json] [--out FILE]
 
 Gold episodes of ``counter`` (2 increments + a read: 3 tool calls and an answer, scripted
 policy), every worker a window of ``--concurrency`` episodes, the environment in-process in
-each worker. Three environments:
+each worker, collected through the product's own path (``collect_on_ray``: the one store, parts
+as large as the windows of every worker). Three environments:
 
 * ``env_latency`` — every tool call waits 50 ms (``asyncio.sleep``: a slow API behind the tool;
-  little CPU): what more workers buy when episodes wait on the environment;
+  little CPU): episodes wait on the environment, the case Ray workers are for (the issue's
+  measure: efficiency at 2 workers);
 * ``env_cpu`` — every tool call burns 4 ms of CPU on the event loop (a CPU-heavy tool or
   verifier): one process uses one core at most, so this is where workers in several processes
   are needed, and where a 2-core machine stops them scaling;
@@ -16,10 +18,13 @@ each worker. Three environments:
 
 For each: ``local`` (the local engine, one process, window ``concurrency``), ``local_window_xN``
 (one process, window N × concurrency: as many episodes live as N workers have), and ``ray_N``
-(N Ray workers). ``rollouts_per_s`` counts the collection only (planning, episodes, Parquet
-writes); the Ray cluster's start-up (``cluster_start_s``, once) and each set of workers' start
-(``workers_start_s``) are reported beside it. ``efficiency_2`` = ray_2 / (2 × ray_1).
-The machine's load average is printed before and after: on a shared machine the figures move.
+(N Ray workers), each the median of ``--rounds`` runs (every run in ``runs``).
+``rollouts_per_s`` counts the collection only (planning, episodes, Parquet writes); the Ray
+cluster's start-up (``cluster_start_s``, once) and each set of workers' start
+(``workers_start_s``: actors up, policy and env client loaded) are reported beside it, with
+the CPU seconds the collecting process and the workers spent per rollout (``cpu_ms``).
+``efficiency_2`` = ray_2 / (2 × ray_1). The machine's load average is printed before and
+after: on a shared machine the figures move.
 """
 
 from __future__ import annotations
@@ -79,19 +84,44 @@ class CostlyCounter(CounterEnvironment):
         return [increment_counter, get_counter_value]
 
 
-def run_local(env, tasks, settings: CollectSettings) -> float:
+def run_local(env, tasks, settings: CollectSettings) -> dict:
     gold = load_policy(settings.policy_spec, tasks=tasks)
+    before = os.times()
     with tempfile.TemporaryDirectory() as out:
         report = collect(env, gold, tasks, Path(out), settings)
-    return _checked(report, tasks, settings)
+    return {"rollouts_per_s": _checked(report, tasks, settings), **_cpu(before, None, report)}
 
 
-def run_ray(env, tasks, settings: CollectSettings, workers: int) -> tuple[float, float]:
+def run_ray(env, tasks, settings: CollectSettings, workers: int) -> dict:
     from gymflow.rollout.ray_engine import RayWorkers
 
     with tempfile.TemporaryDirectory() as out, RayWorkers(env, tasks, settings, workers) as runner:
-        report = collect(env, None, tasks, Path(out), settings, runner=runner)
-    return _checked(report, tasks, settings), runner.workers_start_s
+        pids, before = runner.pids(), os.times()
+        spent = _process_cpu(pids)
+        report = runner.collect(env, tasks, Path(out))
+        spent = _process_cpu(pids) - spent
+    return {
+        "rollouts_per_s": _checked(report, tasks, settings),
+        "workers_start_s": runner.workers_start_s,
+        **_cpu(before, spent, report),
+    }
+
+
+def _process_cpu(pids: list[int]) -> float:
+    import psutil
+
+    times = [psutil.Process(pid).cpu_times() for pid in pids]
+    return sum(t.user + t.system for t in times)
+
+
+def _cpu(before: os.times_result, workers_s: float | None, report) -> dict:
+    """CPU milliseconds per rollout: this (collecting) process's, and the workers' together."""
+    after = os.times()
+    here = after.user + after.system - before.user - before.system
+    cpu = {"collecting_process": round(here * 1000 / report.collected, 2)}
+    if workers_s is not None:
+        cpu["workers"] = round(workers_s * 1000 / report.collected, 2)
+    return {"cpu_ms": cpu}
 
 
 def _checked(report, tasks, settings: CollectSettings) -> float:
@@ -100,14 +130,36 @@ def _checked(report, tasks, settings: CollectSettings) -> float:
     return round(expected / report.wall_s, 1)
 
 
+def _median(runs: list[dict]) -> dict:
+    """The run of median rollouts/s (all runs' rollouts/s beside it)."""
+    ranked = sorted(runs, key=lambda r: r["rollouts_per_s"])
+    return ranked[len(ranked) // 2] | {"runs": [r["rollouts_per_s"] for r in runs]}
+
+
+ENVIRONMENTS = {
+    "env_latency": (
+        lambda: CostlyCounter(sleep_s=LATENCY_S),
+        f"counter, every tool call waits {LATENCY_S * 1000:g} ms",
+    ),
+    "env_cpu": (
+        lambda: CostlyCounter(cpu_s=CPU_S),
+        f"counter, every tool call burns {CPU_S * 1000:g} ms of CPU",
+    ),
+    "instant": (CostlyCounter, "counter as is: the engines' own cost per rollout"),
+}
+
+
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--workers", default="1,2,4", help="Ray worker counts, comma-separated")
+    parser.add_argument("--envs", default=",".join(ENVIRONMENTS), help="environments to run")
     parser.add_argument("--tasks", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each; the median is kept")
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
+    names = args.envs.split(",")
     from gymflow.core.ray_cluster import ray_cluster
 
     base = CounterEnvironment()
@@ -122,31 +174,32 @@ def main() -> None:
     load_before = os.getloadavg()
     result: dict = {}
     with ray_cluster(None, num_cpus=max(counts)) as cluster:
-        for name, env in (
-            ("env_latency", CostlyCounter(sleep_s=LATENCY_S)),
-            ("env_cpu", CostlyCounter(cpu_s=CPU_S)),
-            ("instant", CostlyCounter()),
-        ):
-            row: dict = {"local": run_local(env, tasks, settings)}
-            for n in counts:
-                if n > 1:
-                    wide = replace(settings, concurrency=n * args.concurrency)
-                    row[f"local_window_x{n}"] = run_local(env, tasks, wide)
-            for n in counts:
-                row[f"ray_{n}"], row[f"ray_{n}_workers_start_s"] = run_ray(env, tasks, settings, n)
+        for name in names:
+            env = ENVIRONMENTS[name][0]()
+            runs: dict[str, list[dict]] = {}
+            for _ in range(args.rounds):  # rounds interleaved: a load spike hits every engine
+                runs.setdefault("local", []).append(run_local(env, tasks, settings))
+                for n in counts:
+                    if n > 1:
+                        wide = replace(settings, concurrency=n * args.concurrency)
+                        runs.setdefault(f"local_window_x{n}", []).append(
+                            run_local(env, tasks, wide)
+                        )
+                for n in counts:
+                    runs.setdefault(f"ray_{n}", []).append(run_ray(env, tasks, settings, n))
+            row = {engine: _median(found) for engine, found in runs.items()}
             if 1 in counts and 2 in counts:
-                row["efficiency_2"] = round(row["ray_2"] / (2 * row["ray_1"]), 2)
+                one, two = row["ray_1"]["rollouts_per_s"], row["ray_2"]["rollouts_per_s"]
+                row["efficiency_2"] = round(two / (2 * one), 2)
             result[name] = row
-            print(name, row, file=sys.stderr, flush=True)
+            print(name, {k: v["rollouts_per_s"] if isinstance(v, dict) else v for k, v in row.items()},
+                  os.getloadavg(), file=sys.stderr, flush=True)  # fmt: skip
     result.update(
         {
             "rollouts": len(tasks) * args.repeats,
             "concurrency_per_worker": args.concurrency,
-            "environments": {
-                "env_latency": f"counter, every tool call waits {LATENCY_S * 1000:g} ms",
-                "env_cpu": f"counter, every tool call burns {CPU_S * 1000:g} ms of CPU",
-                "instant": "counter as is: the engines' own cost per rollout",
-            },
+            "rounds": args.rounds,
+            "environments": {name: ENVIRONMENTS[name][1] for name in names},
             "cluster_start_s": cluster.start_s,
             **machine(load_before),
         }
