@@ -19,7 +19,12 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 
 if TYPE_CHECKING:
-    from gymflow.rollout.engine import CollectReport
+    from collections.abc import Callable
+
+    from gymflow.env.environment import Environment
+    from gymflow.rollout.engine import CollectReport, CollectSettings, EpisodeRunner
+
+    RunnerFactory = Callable[[Environment, CollectSettings], EpisodeRunner]
 
 
 class CollectOptions(BaseModel):
@@ -83,10 +88,11 @@ class CollectOptions(BaseModel):
         return address
 
 
-def run_collect(options: CollectOptions) -> CollectReport:
+def run_collect(options: CollectOptions, runner: RunnerFactory | None = None) -> CollectReport:
     """Collect into ``options.out``; raises ``GymflowError`` with a kind for any bad input.
 
     ``retry_failed``: also re-run the rollouts of the run whose latest row has no reward.
+    ``runner(env, settings)``: run the episodes there (the collect flow's mapped shards).
     """
     from gymflow.data.task_files import load_tasks
     from gymflow.env.registry import get_env
@@ -121,6 +127,11 @@ def run_collect(options: CollectOptions) -> CollectReport:
         progress=o.progress,
         retry_failed=o.retry_failed,
     )
+    if runner is not None:
+        made = runner(environment, settings)
+        return collect(
+            environment, None, task_list, o.out, settings, env_url=o.env_url, runner=made
+        )
     if o.engine == "ray":
         from gymflow.rollout.ray_engine import collect_on_ray
 
