@@ -154,3 +154,18 @@ def test_grpo_settings_refuse_what_ray_workers_cannot_roll_out():
             GRPOSettings(engine="ray", **bad)
     with pytest.raises(ValidationError, match='ray_address is for engine "ray"'):
         GRPOSettings(ray_address="127.0.0.1:6379")
+
+
+def test_ray_rollouts_refuse_a_mix_of_environments(setting):
+    """A worker holds one environment's client: another environment's task is refused."""
+    import asyncio
+
+    from gymflow.core.failures import GymflowError
+    from gymflow.rollout.episode import Sampling
+    from gymflow.rollout.store import plan
+    from gymflow.train.ray_rollouts import RayRollouts
+
+    env, pool, _ = setting
+    planned = plan([pool[0].model_copy(update={"env": "math"})], "run", 0, 2, 0)
+    with pytest.raises(GymflowError, match=r"runs one environment \(counter\), not \['math'\]"):
+        asyncio.run(RayRollouts(env, Sampling(), 2).run(planned, lambda *done: None))

@@ -17,7 +17,8 @@ episode back as it ends. The source builds and stores the rows as it does for it
 episodes: the same plan (ids, seeds), lineage, part files and Parquet schema.
 
 Not covered: LoRA (the trainer's weights are an adapter's, not a model's) and vLLM rollouts
-(TRL syncs its own engine); the settings refuse both with ``engine: "ray"``.
+(TRL syncs its own engine), which the settings refuse with ``engine: "ray"``; a mix of
+environments (a worker holds one environment's client), which :meth:`run` refuses.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ class RayRollouts:
 
     async def run(self, planned: list[Planned], on_done: OnDone) -> None:
         """Run a round's episodes on the workers, one shard each; ``on_done`` per episode."""
+        others = sorted({p.task.env for p in planned} - {self.env.name})
+        if others:  # each worker holds one environment's client
+            raise GymflowError(
+                FailureKind.BAD_REQUEST,
+                f"grpo.engine 'ray' runs one environment ({self.env.name}), not {others}: train "
+                "a mix of environments with engine 'local'",
+            )
         if self.workers is None:
             raise RuntimeError("RayRollouts.run before synced(): the workers hold no weights")
         self.workers.shard_size = max(1, math.ceil(len(planned) / len(self.workers.actors)))
