@@ -1,6 +1,7 @@
 """Scaling out on Ray: rollouts/s of a collection, local vs 1, 2, 4 Ray workers, on this machine.
 
-    python benchmarks/scale.py [--workers 1,2,4] [--rounds 3] [--envs env_latency,...] [--json] [--out FILE]
+    python benchmarks/scale.py [--workers 1,2,4] [--rounds 3] [--envs env_latency,...]
+        [--small-parts] [--json] [--out FILE]
 
 Gold episodes of ``counter`` (2 increments + a read: 3 tool calls and an answer, scripted
 policy), every worker a window of ``--concurrency`` episodes, the environment in-process in
@@ -23,7 +24,8 @@ For each: ``local`` (the local engine, one process, window ``concurrency``), ``l
 cluster's start-up (``cluster_start_s``, once) and each set of workers' start
 (``workers_start_s``: actors up, policy and env client loaded) are reported beside it, with
 the CPU seconds the collecting process and the workers spent per rollout (``cpu_ms``).
-``efficiency_2`` = ray_2 / (2 × ray_1). The machine's load average is printed before and
+``efficiency_2`` = ray_2 / (2 × ray_1). ``--small-parts`` adds ``ray_N_small_parts``: the
+collecting process writing a part per worker window (16 rows) instead of per every worker's. The machine's load average is printed before and
 after: on a shared machine the figures move.
 """
 
@@ -92,13 +94,18 @@ def run_local(env, tasks, settings: CollectSettings) -> dict:
     return {"rollouts_per_s": _checked(report, tasks, settings), **_cpu(before, None, report)}
 
 
-def run_ray(env, tasks, settings: CollectSettings, workers: int) -> dict:
+def run_ray(env, tasks, settings: CollectSettings, workers: int, small_parts=False) -> dict:
+    """N Ray workers through the product's path; ``small_parts``: parts of one worker's window
+    (what the engine wrote before they held every worker's), for comparison."""
     from gymflow.rollout.ray_engine import RayWorkers
 
     with tempfile.TemporaryDirectory() as out, RayWorkers(env, tasks, settings, workers) as runner:
         pids, before = runner.pids(), os.times()
         spent = _process_cpu(pids)
-        report = runner.collect(env, tasks, Path(out))
+        if small_parts:
+            report = collect(env, None, tasks, Path(out), settings, runner=runner)
+        else:
+            report = runner.collect(env, tasks, Path(out))
         spent = _process_cpu(pids) - spent
     return {
         "rollouts_per_s": _checked(report, tasks, settings),
@@ -157,6 +164,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="runs of each; the median is kept")
+    parser.add_argument(
+        "--small-parts",
+        action="store_true",
+        help="also ray_N with parts of one worker's window (ray_N_small_parts), for comparison",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     names = args.envs.split(",")
@@ -187,10 +199,15 @@ def main() -> None:
                         )
                 for n in counts:
                     runs.setdefault(f"ray_{n}", []).append(run_ray(env, tasks, settings, n))
+                    if args.small_parts:
+                        found = run_ray(env, tasks, settings, n, small_parts=True)
+                        runs.setdefault(f"ray_{n}_small_parts", []).append(found)
             row = {engine: _median(found) for engine, found in runs.items()}
-            if 1 in counts and 2 in counts:
-                one, two = row["ray_1"]["rollouts_per_s"], row["ray_2"]["rollouts_per_s"]
-                row["efficiency_2"] = round(two / (2 * one), 2)
+            for suffix in ("", "_small_parts") if args.small_parts else ("",):
+                if 1 in counts and 2 in counts:
+                    one = row[f"ray_1{suffix}"]["rollouts_per_s"]
+                    two = row[f"ray_2{suffix}"]["rollouts_per_s"]
+                    row[f"efficiency_2{suffix}"] = round(two / (2 * one), 2)
             result[name] = row
             print(name, {k: v["rollouts_per_s"] if isinstance(v, dict) else v for k, v in row.items()},
                   os.getloadavg(), file=sys.stderr, flush=True)  # fmt: skip
