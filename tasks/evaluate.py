@@ -7,11 +7,12 @@ import json
 import polars as pl
 from prefect import task
 
+from gymflow.data.env_mix import apportion
 from gymflow.data.schemas import EVAL_ROWS, write_table
 from gymflow.data.task_table import read_tasks
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
-from gymflow.eval.evaluation import evaluate_policy
+from gymflow.eval.evaluation import evaluate_policy, summarize
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import BaselineEval, Checkpoint, Evaluation, Split, TaskData
@@ -31,37 +32,63 @@ def evaluate_split(
 ) -> Evaluation:
     """Greedy evaluation of one policy; per-task rows go to Parquet, rates to MLflow, and every
     episode to ``eval/<split>-<label>/rollouts/`` (the rollout layout ``gymflow rollouts
-    export`` reads)."""
+    export`` reads).
+
+    Each environment of the run is evaluated on its own tasks of the split through its own
+    in-process server; ``limit`` caps the tasks, a mix's shared by weight. The summary pools
+    every environment's rows (one weight per task); ``per_env`` has each one's."""
     import mlflow
 
-    env = get_env(cfg.env)
-    tasks = read_tasks(data.paths[split])[:limit]
+    tasks = read_tasks(data.paths[split])
+    weights = cfg.env_weights
+    limits = apportion(limit, weights) if limit is not None else dict.fromkeys(weights)
+    policy = TransformersPolicy.from_path(policy_path)
     spec = f"transformers:{policy_path}"
-    lineage = Lineage(run.run_id, 0, 0, spec, env.name, env.version, data.dataset_hash)
-    rows, summary = evaluate_policy(
-        env, build_app(env), TransformersPolicy.from_path(policy_path), tasks, greedy=True,
-        max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
-        out_dir=run.dir / "eval" / f"{split}-{label}", lineage=lineage,
-    )  # fmt: skip
+    rows, per_env = [], {}
+    for i, (name, cap) in enumerate(limits.items()):
+        env = get_env(name)
+        app = build_app(env)
+        mine = [t for t in tasks if t.env == name][:cap]
+        lineage = Lineage(run.run_id, 0, 0, spec, env.name, env.version, data.dataset_hash)
+        try:
+            env_rows, per_env[name] = evaluate_policy(
+                env, app, policy, mine, greedy=True, max_new_tokens=cfg.max_new_tokens,
+                seed=cfg.seed, out_dir=run.dir / "eval" / f"{split}-{label}", lineage=lineage,
+                append=i > 0,
+            )  # fmt: skip
+        finally:
+            app.state.verifier.shutdown()  # a heavy verifier's process pool (math, code)
+        rows += env_rows
+    summary = per_env[cfg.env] if len(per_env) == 1 else summarize(rows)
     frame = pl.DataFrame(  # failure_kind is all None when every episode succeeded
         [{**r, "policy": label} for r in rows], schema_overrides={"failure_kind": pl.String}
     ).select(list(EVAL_ROWS.columns))
     path = write_table(frame, EVAL_ROWS, run.dir / "eval" / f"{split}-{label}.parquet")
     mlflow.log_artifact(str(path), artifact_path="eval")
-    flat = {k: v for k, v in summary.items() if isinstance(v, int | float)}
-    mlflow.log_metrics({f"{label}/{k}": v for k, v in flat.items()})
-    mlflow.log_dict(summary, f"eval/{split}-{label}.json")
-    return Evaluation(summary=summary, rows=str(path))
+    mlflow.log_metrics({f"{label}/{k}": v for k, v in _numbers(summary).items()})
+    if len(per_env) > 1:
+        mlflow.log_metrics(
+            {f"{label}/{name}/{k}": v for name, s in per_env.items()
+             for k, v in _numbers(s).items()}
+        )  # fmt: skip
+    mlflow.log_dict(summary | {"per_env": per_env}, f"eval/{split}-{label}.json")
+    return Evaluation(summary=summary, rows=str(path), per_env=per_env)
+
+
+def _numbers(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if isinstance(v, int | float)}
 
 
 @task(name="baseline_eval", **STAGE_OPTIONS)
 def baseline_eval(
     run: RunContext, cfg: LifecycleConfig, data: TaskData, policy: Checkpoint
 ) -> BaselineEval:
-    """The current policy on val; decides whether SFT is needed first (format rate)."""
+    """The current policy on val; decides whether SFT is needed first (format rate, per
+    environment)."""
     with stage(run, "baseline_eval") as info:
         result = evaluate_split(run, cfg, data, policy.path, "val", "current", cfg.val_eval_n * 2)
-        needs_sft = result.summary["valid_json"] < cfg.format_threshold
+        # a mix needs SFT when any of its environments is under the threshold
+        needs_sft = any(s["valid_json"] < cfg.format_threshold for s in result.per_env.values())
         import mlflow
 
         mlflow.log_param("needs_sft", needs_sft)

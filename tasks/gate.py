@@ -1,25 +1,28 @@
 """Stage 6: held-out evaluation of the start, the candidates (GRPO, the SFT control) and the
 registry's champion, then the gate: the best candidate is promoted only if it beats the
 champion (or, without one, the start) significantly with no guardrail broken
-(:mod:`gymflow.eval.gate`)."""
+(:mod:`gymflow.eval.gate`). A run on a mix of environments is judged on the pooled held-out
+set and, per environment, must not be significantly worse on any of them."""
 
 from __future__ import annotations
 
 import polars as pl
 from prefect import task
 
+from gymflow.data.task_table import read_tasks
 from gymflow.eval.compare import paired_differences
 from gymflow.eval.gate import Candidate, Champion, GateResult, choose, latency_figures
 from gymflow.eval.general_check import evaluate_general, general_envs
 from gymflow.eval.splits import GeneratedSplit
 from gymflow.eval.stats import paired_delta
 from gymflow.lifecycle.config import LifecycleConfig
-from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
+from gymflow.lifecycle.model_registry import champion_version, download_version
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import (
     ChampionComparison,
     Checkpoint,
     ControlComparison,
+    EnvHeldout,
     Evaluation,
     GateReport,
     TaskData,
@@ -28,10 +31,20 @@ from gymflow.tasks.evaluate import evaluate_split
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
-def _paired(a_rows: str, b_rows: str) -> dict:
+def _paired(a_rows: str, b_rows: str, tasks: set[str] | None = None) -> dict:
+    """Paired success difference A − B over the held-out tasks (only ``tasks``, if given)."""
     a = pl.read_parquet(a_rows).sort("task_id")
     b = pl.read_parquet(b_rows).sort("task_id")
+    if tasks is not None:
+        a, b = a.filter(pl.col("task_id").is_in(tasks)), b.filter(pl.col("task_id").is_in(tasks))
     return paired_delta(a["success"].cast(float).to_list(), b["success"].cast(float).to_list())
+
+
+def _paired_per_env(a_rows: str, b_rows: str, by_env: dict[str, set[str]]) -> dict[str, dict]:
+    """A mix: :func:`_paired` on each environment's tasks; nothing for one environment."""
+    if len(by_env) < 2:
+        return {}
+    return {env: _paired(a_rows, b_rows, tasks) for env, tasks in by_env.items()}
 
 
 def _with_latency(evaluation: Evaluation) -> dict:
@@ -42,7 +55,7 @@ def _with_latency(evaluation: Evaluation) -> dict:
 
 def _champion(run: RunContext, cfg: LifecycleConfig) -> tuple[str, str] | None:
     """The registry's champion of the environment now: ``(version, local folder)``."""
-    name = registered_name(cfg.env)
+    name = cfg.model_name
     version = champion_version(name)
     if version is None:
         return None
@@ -72,20 +85,27 @@ def heldout_gate(
         if control is not None:
             paths["sft_control"] = control.path
             evals["sft_control"] = held_out(control.path, "sft_control")
-        champ, start_label, champion = _champion(run, cfg), "the start", None
+        champ, start_label, champion, champion_eval = _champion(run, cfg), "the start", None, None
         if champ is not None and champ[1] == baseline.path:
             start_label = f"the start (champion v{champ[0]})"  # GRPO started from the champion
         elif champ is not None:
-            found = held_out(champ[1], f"champion-v{champ[0]}")
+            champion_eval = held_out(champ[1], f"champion-v{champ[0]}")
             champion = ChampionComparison(
-                version=champ[0], summary=_with_latency(found), rows=found.rows
+                version=champ[0], summary=_with_latency(champion_eval), rows=champion_eval.rows
             )
+        by_env: dict[str, set[str]] = {}
+        for t in read_tasks(data.paths["heldout"]):
+            by_env.setdefault(t.env, set()).add(t.task_id)
         candidates = [
             Candidate(
                 name=name,
                 summary=_with_latency(ev),
                 delta=_paired(ev.rows, base.rows),
                 champion_delta=_paired(ev.rows, champion.rows) if champion else None,
+                env_deltas=_paired_per_env(ev.rows, base.rows, by_env),
+                champion_env_deltas=_paired_per_env(ev.rows, champion.rows, by_env)
+                if champion
+                else {},
             )
             for name, ev in evals.items()
         ]
@@ -98,7 +118,7 @@ def heldout_gate(
         # General capability can only refuse: only candidates that pass everything else (and
         # the start, to pair with) are evaluated on the general environments.
         worth = [v.candidate for v in decide().verdicts if v.passed]
-        envs = general_envs(cfg.gate.general_envs, {cfg.env}) if worth else []
+        envs = general_envs(cfg.gate.general_envs, set(cfg.env_weights)) if worth else []
         general = evaluate_general(
             envs, {"baseline": baseline.path} | {name: paths[name] for name in worth},
             GeneratedSplit.like(cfg), cfg.gate.general_n, cfg.seed, cfg.max_new_tokens, run.dir,
@@ -135,10 +155,34 @@ def heldout_gate(
                 for env, by in general.items()
             },
             chosen_path=paths[decision.chosen],
+            per_env=_per_env_report(base, evals, candidates, champion_eval),
             stage=info,
         )
         _log(report)
     return report
+
+
+def _per_env_report(
+    base: Evaluation,
+    evals: dict[str, Evaluation],
+    candidates: list[Candidate],
+    champion: Evaluation | None,
+) -> dict[str, EnvHeldout]:
+    """A mix's held-out figures per environment: every policy's summary and each candidate's
+    paired success gain over the start (empty for one environment)."""
+    if len(base.per_env) < 2:
+        return {}
+    out = {}
+    for env, summary in base.per_env.items():
+        summaries = {"baseline": summary} | {name: ev.per_env[env] for name, ev in evals.items()}
+        if champion is not None:
+            summaries["champion"] = champion.per_env[env]
+        out[env] = EnvHeldout(
+            n=summary["n"],
+            summaries=summaries,
+            deltas={c.name: c.env_deltas[env] for c in candidates},
+        )
+    return out
 
 
 def _success(rows: list[dict]) -> float:
@@ -157,6 +201,8 @@ def _log(report: GateReport) -> None:
             metrics[f"{verdict.candidate}_minus_champion"] = verdict.champion_delta
     for env, by in report.general.items():
         metrics |= {f"general/{env}/{label}_success": v for label, v in by.items()}
+    for env, held in report.per_env.items():
+        metrics |= {f"{env}/delta_success_{name}": d["delta"] for name, d in held.deltas.items()}
     mlflow.log_metrics(metrics)
     mlflow.set_tags(
         {
@@ -166,4 +212,5 @@ def _log(report: GateReport) -> None:
         }
     )
     left_out = {"stage"} | ({"sft_control"} if report.sft_control is None else set())
+    left_out |= set() if report.per_env else {"per_env"}
     mlflow.log_dict(report.model_dump(mode="json", exclude=left_out), "heldout_gate.json")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from prefect import task
 
-from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
-from gymflow.lifecycle.model_registry import champion_version, download_version, registered_name
+from gymflow.lifecycle.embedded_corpus import corpus_key, embedded_corpus
+from gymflow.lifecycle.model_registry import champion_version, download_version
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import ResolvedPolicy
 from gymflow.policy.checkpoints import checkpoint_folder
-from gymflow.policy.tiny_model import ensure_tiny_model, tokenizer_corpus
+from gymflow.policy.tiny_model import ensure_tiny_model
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
@@ -20,7 +20,7 @@ def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> ResolvedPolicy:
     import mlflow
 
     with stage(run, "resolve_policy") as info:
-        name = registered_name(cfg.env)
+        name = cfg.model_name
         if cfg.model_path:
             # a folder as is; a .gguf file or catalog:NAME converted once into the cache
             path = checkpoint_folder(cfg.model_path, run.cache_dir)
@@ -29,13 +29,8 @@ def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> ResolvedPolicy:
             path = download_version(name, version, run.dir / "policies" / f"champion-v{version}")
             source = f"champion v{version}"
         else:
-            env = get_env(cfg.env)
-            tm = cfg.tiny_model
             path = ensure_tiny_model(
-                run.cache_dir,
-                cfg.env,
-                lambda: tokenizer_corpus(env, tm.corpus_size, tm.seed + 12345),
-                tm,
+                run.cache_dir, corpus_key(cfg), lambda: embedded_corpus(cfg), cfg.tiny_model
             )
             source = "embedded tiny model (random init)"
         mlflow.log_params({"policy_source": source, "policy_path": str(path)})

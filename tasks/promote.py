@@ -1,4 +1,8 @@
-"""Stage 7: register the gate's chosen candidate; move ``champion`` only when the gate passed."""
+"""Stage 7: register the gate's chosen candidate; move ``champion`` only when the gate passed.
+
+The registered model is ``LifecycleConfig.model_name``: ``gymflow-<env>``, for a mix of
+environments ``gymflow-mix-<its environments sorted, joined by '-'>`` (``registered_model``
+names another)."""
 
 from __future__ import annotations
 
@@ -8,12 +12,7 @@ from prefect import task
 
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.lineage import version_description, version_tags
-from gymflow.lifecycle.model_registry import (
-    champion_version,
-    move_champion,
-    register_candidate,
-    registered_name,
-)
+from gymflow.lifecycle.model_registry import champion_version, move_champion, register_candidate
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import GateReport, Registration, ResolvedPolicy, TaskData
 from gymflow.tasks.options import STAGE_OPTIONS
@@ -33,10 +32,11 @@ def promote(
     import mlflow
 
     with stage(run, "promote") as info:
-        name = registered_name(cfg.env)
+        name = cfg.model_name
         passed = gate.gate.passed
-        tags = version_tags(run.run_id, cfg.env, cfg.digest(), data, start, gate)
-        description = version_description(run.run_id, cfg.env, start, gate)
+        tags = version_tags(run.run_id, cfg.env_label, cfg.digest(), data, start, gate)
+        tags |= _per_env_tags(cfg, gate)
+        description = version_description(run.run_id, cfg.env_label, start, gate)
         version = register_candidate(Path(gate.chosen_path), name, tags, description)
         previous = champion_version(name)
         if passed:
@@ -55,3 +55,18 @@ def promote(
         previous_champion=previous,
         stage=info,
     )
+
+
+def _per_env_tags(cfg: LifecycleConfig, gate: GateReport) -> dict[str, str]:
+    """A mix's version also says its weights and, per environment, the chosen candidate's
+    held-out success and its gain over the start (``heldout.<env>.success``, ...)."""
+    if not gate.per_env:
+        return {}
+    chosen = gate.gate.chosen or "grpo"
+    tags = {"lineage.env_weights": ", ".join(f"{k}={v:.3g}" for k, v in cfg.env_weights.items())}
+    for env, held in gate.per_env.items():
+        delta = held.deltas[chosen]
+        tags[f"heldout.{env}.success"] = f"{held.summaries[chosen]['success']:.4f}"
+        tags[f"heldout.{env}.delta_success"] = f"{delta['delta']}"
+        tags[f"heldout.{env}.delta_ci95"] = f"[{delta['ci95'][0]:+.4f}, {delta['ci95'][1]:+.4f}]"
+    return tags

@@ -2,6 +2,9 @@
 
 Demonstrations are the first ``cfg.demos`` train tasks (seeded shuffle) with their gold
 answers; GRPO's pool is every other train task and sees only the verifier, never a gold answer.
+A mix of environments splits every environment's train tasks so, each with its share of
+``cfg.demos``; GRPO draws its batches by the mix's weights, each task scored by its own
+environment, and logs reward and success per environment every step.
 ``sft_control`` spends GRPO's measured wall time on more SFT over the same demonstrations, so
 the gain of RL is measured against the cheap alternative too; with ``control_beside_grpo`` it
 runs at the same time as GRPO in a spawned process, one CPU thread each
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from prefect import task
 
+from gymflow.data.env_mix import apportion
 from gymflow.data.task_table import read_tasks
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
@@ -42,22 +46,51 @@ from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
 
 
 def split_train(cfg: LifecycleConfig, data: TaskData):
+    """``(demonstrations, GRPO's pool)``: each environment's train tasks in a seeded shuffle,
+    the first of them (its share of ``cfg.demos``) demonstrations, the rest its pool."""
     train = read_tasks(data.paths["train"])
-    random.Random(cfg.seed).shuffle(train)
-    return train[: cfg.demos], train[cfg.demos :]
+    demos, pool = [], []
+    for name, n in apportion(cfg.demos, cfg.env_weights, minimum=1).items():
+        mine = [t for t in train if t.env == name]
+        random.Random(cfg.seed).shuffle(mine)
+        demos += mine[:n]
+        pool += mine[n:]
+    return demos, pool
 
 
-def _val_success(cfg: LifecycleConfig, env, app, data: TaskData, greedy: bool):
+@contextlib.contextmanager
+def _servers(cfg: LifecycleConfig):
+    """``{name: (environment, in-process app)}`` for every environment of the run, in order;
+    their verify process pools (math's, code's) are shut down on the way out: a spawned
+    process (the control beside GRPO) could not exit while one waits for work."""
+    out = {}
+    try:
+        for name in cfg.env_weights:
+            env = get_env(name)
+            out[name] = (env, build_app(env))
+        yield out
+    finally:
+        for _, app in out.values():
+            app.state.verifier.shutdown()
+
+
+def _val_success(cfg: LifecycleConfig, servers: dict[str, tuple], data: TaskData, greedy: bool):
     """``evaluate(model, tokenizer) -> success`` on the first ``cfg.val_eval_n`` validation
-    tasks: sampled at GRPO's temperature (SFT's pick) or greedy (GRPO's, as the gate scores)."""
-    val = read_tasks(data.paths["val"])[: cfg.val_eval_n]
+    tasks (a mix: each environment's share of them, success pooled over all): sampled at
+    GRPO's temperature (SFT's pick) or greedy (GRPO's, as the gate scores)."""
+    val = read_tasks(data.paths["val"])
+    shares = apportion(cfg.val_eval_n, cfg.env_weights, minimum=1)
+    tasks = {name: [t for t in val if t.env == name][:n] for name, n in shares.items()}
 
     def success(model, tokenizer) -> float:
-        _, summary = evaluate_policy(
-            env, app, TransformersPolicy(model, tokenizer), val, greedy=greedy,
-            temperature=cfg.grpo.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
-        )  # fmt: skip
-        return summary["success"]
+        policy, hits, n = TransformersPolicy(model, tokenizer), 0.0, 0
+        for name, (env, app) in servers.items():
+            _, summary = evaluate_policy(
+                env, app, policy, tasks[name], greedy=greedy, temperature=cfg.grpo.temperature,
+                max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
+            )  # fmt: skip
+            hits, n = hits + summary["success"] * summary["n"], n + summary["n"]
+        return hits / max(1, n)
 
     return success
 
@@ -76,22 +109,23 @@ def _sft(
     resuming from the last checkpoint there; the stage is named after ``out``."""
     from transformers import AutoTokenizer
 
-    env = get_env(cfg.env)
-    app = build_app(env)
     demos_t, _ = split_train(cfg, data)
-    demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demos_t)
-    sampled_success = _val_success(cfg, env, app, data, greedy=False)
-
+    tokenizer = AutoTokenizer.from_pretrained(start)
     # The control trains for a wall-time budget, not up to the GRPO start's target.
     control = {"max_steps": 100_000, "target_sampled_success": 1.01}
     is_control = budget_s is not None or should_stop is not None
     seeded = {"seed": cfg.seed}  # the run's seed drives SFT's order and GRPO's sampling too
     settings = cfg.sft.model_copy(update={**seeded, **(control if is_control else {})})
-    return run_sft(
-        Path(start), out, demos, settings, evaluate=sampled_success, time_budget_s=budget_s,
-        log_to_mlflow=log_to_mlflow, should_stop=should_stop,
-        callbacks=fail_after_checkpoint(run.dir, out.name),
-    )  # fmt: skip
+    with _servers(cfg) as servers:
+        demos = []  # each environment's demonstrations, from its own gold answers
+        for name, (env, _) in servers.items():
+            demos += demonstrations(env, tokenizer, [t for t in demos_t if t.env == name])
+        return run_sft(
+            Path(start), out, demos, settings,
+            evaluate=_val_success(cfg, servers, data, greedy=False), time_budget_s=budget_s,
+            log_to_mlflow=log_to_mlflow, should_stop=should_stop,
+            callbacks=fail_after_checkpoint(run.dir, out.name),
+        )  # fmt: skip
 
 
 @task(name="sft", **STAGE_OPTIONS)
@@ -148,8 +182,13 @@ def grpo_stage(
 
     folder = run.dir / "grpo"
     threads_used = threads or torch.get_num_threads()
-    with twin_clock.grpo_markers(folder), stage(run, "grpo") as info, _torch_threads(threads):
-        env = get_env(cfg.env)
+    with (
+        twin_clock.grpo_markers(folder),
+        stage(run, "grpo") as info,
+        _torch_threads(threads),
+        _servers(cfg) as servers,
+    ):
+        env, app = servers[cfg.env]
         _, pool = split_train(cfg, data)
         rollout_dir = run.dir / ROLLOUTS_DIR  # the run folder is a rollout folder: export reads it
 
@@ -167,20 +206,21 @@ def grpo_stage(
                     "rollouts/generated": len(episodes),
                     "rollouts/zero_variance_share": flat / len(groups),
                     **{f"task_pool/{kind}": n for kind, n in classes.items()},
+                    **(_per_env_metrics(episodes, used, g) if cfg.envs is not None else {}),
                 },
                 step=step,
             )
 
         settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
         lineage = Lineage(run.run_id, 0, 0, "grpo", env.name, data.env_version, data.dataset_hash)
-        app = build_app(env)
+        mix = {name: pair for name, pair in servers.items() if name != cfg.env}
         source = RolloutSource(
             env, app, pool, settings, run.dir, lineage, on_batch=log_batch,
-            pool_file=folder / TASK_POOL_FILE,
+            pool_file=folder / TASK_POOL_FILE, mix=mix, weights=cfg.env_weights,
         )  # fmt: skip
         callbacks = fail_after_checkpoint(run.dir, "grpo")
         if settings.validate_every is not None:
-            greedy = _val_success(cfg, env, app, data, greedy=True)
+            greedy = _val_success(cfg, servers, data, greedy=True)
             callbacks = [*callbacks, validation_callback(greedy, settings.validate_every)]
         result = run_grpo(Path(start.path), folder, source, settings, callbacks=callbacks)
         _log_resumed_from(result)
@@ -273,6 +313,21 @@ def _control_child(
     out = run.dir / "sft_control"
     result = _sft(run, cfg, data, start, out, None, should_stop=clock, log_to_mlflow=False)
     return {**result, "grpo_wall_s": clock.budget_s}  # the wall time it matched
+
+
+def _per_env_metrics(episodes, used: list[bool], g: int) -> dict[str, float]:
+    """A mix's step per environment: mean reward of the episodes trained on, success rate of
+    those generated, groups trained on (``rollouts/<env>/...``). A step's groups are
+    consecutive runs of ``g`` episodes of one task, hence of one environment."""
+    out: dict[str, float] = {}
+    for name in sorted({e.task.env for e in episodes}):
+        mine = [(e, u) for e, u in zip(episodes, used, strict=True) if e.task.env == name]
+        trained = [e.reward for e, u in mine if u]
+        out[f"rollouts/{name}/success_rate"] = sum(e.score["success"] for e, _ in mine) / len(mine)
+        out[f"rollouts/{name}/groups_trained"] = len(trained) / g
+        if trained:
+            out[f"rollouts/{name}/reward_mean"] = sum(trained) / len(trained)
+    return out
 
 
 def _log_resumed_from(result: dict) -> None:

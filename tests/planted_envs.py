@@ -8,6 +8,8 @@
 * ``planted_process`` — the same tasks, but a wrong answer's reward depends on a value drawn
   once per process (state kept in a module): two scorings in one process agree, two in two
   processes do not.
+* ``planted_other_words``, ``planted_other_any`` — ``planted_words`` and ``planted_any`` on
+  other words, to be mixed with the others in one run.
 
 :func:`registered` makes them findable by name (``get_env``) the way an installed plugin is:
 an entry-point ``dist-info`` on ``sys.path``, which spawned worker processes inherit.
@@ -102,9 +104,32 @@ class PlantedPerProcess(PlantedWords):
         return Score(partial, False, FailureKind.WRONG_ANSWER, {"said": partial}, "partial")
 
 
+class PlantedOtherWords(PlantedWords):
+    """``planted_words`` drawing other words: its tasks are not ``planted_silence``'s, so the
+    two can be mixed in one run (a split file holds each task once)."""
+
+    name = "planted_other_words"
+
+    def generate(self, n: int, seed: int) -> list[TaskDraft]:
+        return super().generate(n, seed + 1_000_003)
+
+
+class PlantedOtherAny(PlantedAnyAnswer):
+    """``planted_any`` drawing other words (see :class:`PlantedOtherWords`)."""
+
+    name = "planted_other_any"
+
+    def generate(self, n: int, seed: int) -> list[TaskDraft]:
+        return super().generate(n, seed + 1_000_003)
+
+
 PLANTED = {
-    cls.name: cls for cls in (PlantedWords, PlantedAnyAnswer, PlantedSilence, PlantedPerProcess)
-}
+    cls.name: cls
+    for cls in (
+        PlantedWords, PlantedAnyAnswer, PlantedSilence, PlantedPerProcess, PlantedOtherWords,
+        PlantedOtherAny,
+    )
+}  # fmt: skip
 
 
 @contextlib.contextmanager

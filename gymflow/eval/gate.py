@@ -12,7 +12,11 @@ A candidate passes when
   rise beyond the margins, and its **latency** — p95 completion tokens per episode, or p95
   seconds (:attr:`GateSettings.latency`) — rises by no more than ``max_latency_rise``;
 * **general capability**: on held-out sets of environments the run does not train on
-  (:attr:`GateSettings.general_envs`), its success is not significantly below the start's.
+  (:attr:`GateSettings.general_envs`), its success is not significantly below the start's;
+* **every environment of a mix**: a run on several environments is judged on the pooled
+  held-out set (the gain above), and on each environment's own tasks its success must not be
+  significantly below the start's (nor the champion's): a paired 95 % CI entirely under 0
+  refuses it, and the reason names the environment.
 
 :func:`choose` judges every candidate and picks, among those that pass, the one with the
 highest held-out success, so a GRPO policy that loses to its own SFT control is never promoted
@@ -109,6 +113,10 @@ class Candidate(BaseModel):
     delta: dict
     champion_delta: dict | None = None
     general: dict[str, dict] = Field(default_factory=dict)
+    env_deltas: dict[str, dict] = Field(default_factory=dict)
+    """A mix: the paired success difference against the start on each environment's tasks."""
+    champion_env_deltas: dict[str, dict] = Field(default_factory=dict)
+    """A mix: the same against the champion."""
 
 
 class Champion(BaseModel):
@@ -179,23 +187,31 @@ def _judge(
     champion: Champion | None,
     start_label: str,
 ) -> Verdict:
-    refs = [(start_label, baseline, c.delta)]
+    refs = [(start_label, baseline, c.delta, c.env_deltas)]
     if champion is not None:
         if c.champion_delta is None:
             raise ValueError(f"candidate {c.name}: no paired difference against the champion")
-        refs.append((champion.label, champion.summary, c.champion_delta))
-    failures, gains = [], []
-    for label, summary, delta in refs:
+        refs.append((champion.label, champion.summary, c.champion_delta, c.champion_env_deltas))
+    failures, gains, per_env = [], [], []
+    for label, summary, delta, env_deltas in refs:
         gain, ok = _gain(label, delta, settings)
         (gains if ok else failures).append(gain)
         failures += _guardrails(label, summary, c.summary, settings)
+        if len(env_deltas) > 1:
+            judged = [_per_env(env, d, label) for env, d in env_deltas.items()]
+            failures += [text for text, ok in judged if not ok]
+            per_env.append(
+                f"no environment significantly below {label} ("
+                + ", ".join(f"{env} {d['delta']:+.3f}" for env, d in env_deltas.items())
+                + ")"
+            )
     general = [_general(env, d) for env, d in sorted(c.general.items())]
     failures += [text for text, ok in general if not ok]
     if failures:
         reason = "; ".join(failures)
     else:
         kept = [_latency_text(start_label, baseline, c.summary, settings)]
-        kept += [text for text, _ in general]
+        kept += per_env + [text for text, _ in general]
         reason = f"{' and '.join(gains)}; no guardrail broken ({', '.join(kept)})"
     champ = c.champion_delta if champion is not None else None
     return Verdict(
@@ -258,6 +274,15 @@ def _general(env: str, delta: dict) -> tuple[str, bool]:
     text = f"general capability on {env}: success {d:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])"
     if hi < 0:
         return f"{text}, significantly below the start", False
+    return text, True
+
+
+def _per_env(env: str, delta: dict, label: str) -> tuple[str, bool]:
+    """One environment of a mix: refused only when its loss against ``label`` is significant."""
+    d, (lo, hi) = delta["delta"], delta["ci95"]
+    text = f"success on {env} {d:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])"
+    if hi < 0:
+        return f"{text}, significantly below {label}", False
     return text, True
 
 

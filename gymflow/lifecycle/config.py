@@ -31,8 +31,8 @@ class LifecycleConfig(BaseModel):
         None,
         description='A weighted mix of environments trained in one run, e.g. {"tool_call": '
         '0.5, "math": 0.3, "games": 0.2}: positive weights, normalized to sum 1. Every '
-        "count (n_tasks, demos, val_eval_n) is shared by weight; heldout_n and profile_samples "
-        "apply per environment; GRPO draws each batch by weight. None: the one env.",
+        "count (n_tasks, demos, val_eval_n, heldout_n) is shared by weight; profile_samples "
+        "applies per environment; GRPO draws each batch by weight. None: the one env.",
     )
     registered_model: str | None = Field(
         None,
@@ -128,6 +128,7 @@ class LifecycleConfig(BaseModel):
             "task_data.heldout_files": self.task_data.heldout_files,
             "variants": self.variants,
             'grpo.task_sampling "difficulty"': self.grpo.task_sampling == "difficulty",
+            'grpo.engine "ray"': self.grpo.engine == "ray",
         }
         for name, value in unsupported.items():
             if value:

@@ -46,13 +46,13 @@ def current_inputs(cfg: LifecycleConfig) -> RunInputs:
     from gymflow.data.task_set import assemble_tasks
     from gymflow.data.task_table import dataset_hash
     from gymflow.env.registry import get_env
-    from gymflow.lifecycle.model_registry import champion_version, registered_name
+    from gymflow.lifecycle.model_registry import champion_version
 
     env = get_env(cfg.env)
     built = assemble_tasks(
         env, cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac, cfg.task_data
     )
-    champion = None if cfg.model_path else champion_version(registered_name(cfg.env))
+    champion = None if cfg.model_path else champion_version(cfg.model_name)
     return RunInputs(
         env=cfg.env,
         env_version=env.version,

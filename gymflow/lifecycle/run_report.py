@@ -14,6 +14,7 @@ from pathlib import Path
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_plots import draw_plots
 from gymflow.lifecycle.stage_results import LifecycleResults
+from gymflow.lifecycle.summary import ENV_TABLE_HEADER, env_table_rows
 
 _RATES = ("success", "reward", "valid_json")
 
@@ -34,6 +35,15 @@ def summary_markdown(summary: dict) -> str:
     for label, s in policies:
         cells = (f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if rows := env_table_rows(summary):
+        lines += [
+            "",
+            "Per environment (paired on each one's held-out tasks):",
+            "",
+            "| " + " | ".join(ENV_TABLE_HEADER) + " |",
+            "|---|" + "---|" * (len(ENV_TABLE_HEADER) - 1),
+            *("| " + " | ".join(cells) + " |" for cells in rows),
+        ]
     gate, reg = summary["gate"], summary["registry"]
     lo, hi = h["ci95"]
     moved = "moved to it" if reg["champion_alias_moved"] else "not moved"

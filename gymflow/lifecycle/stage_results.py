@@ -31,8 +31,18 @@ class StageResult(BaseModel):
     stage: StageInfo = Field(default_factory=StageInfo)
 
 
+class EnvTaskData(BaseModel):
+    """One environment's part of a run's task data (a mix has one per environment)."""
+
+    env_version: str
+    counts: dict[str, int]
+    """Tasks per split."""
+    split_hashes: dict[str, str]
+
+
 class TaskData(StageResult):
-    """``generate_tasks``: the splits on disk and what identifies them."""
+    """``generate_tasks``: the splits on disk and what identifies them. A split file holds the
+    tasks of every environment of the run; each task names its own (``Task.env``)."""
 
     paths: dict[Split, str]
     """Parquet file of each split (``data/tasks-<split>.parquet``)."""
@@ -45,6 +55,8 @@ class TaskData(StageResult):
     """Drafts, exact duplicates and near-duplicates dropped or counted (``generate_tasks``)."""
     coverage: str | None = None
     """The coverage report (JSON) in the run folder."""
+    envs: dict[str, EnvTaskData] = Field(default_factory=dict)
+    """Per environment, in the mix's order (one entry for a single-environment run)."""
 
 
 class Checkpoint(StageResult):
@@ -71,6 +83,8 @@ class VerifierProfile(StageResult):
     """Share of the samples the policy wrote (sampled, temperature > 0)."""
     deterministic: bool = True
     """Every sample got the same verdict in two processes."""
+    reports: dict[str, str] = Field(default_factory=dict)
+    """A mix's report (JSON) per environment; ``report`` is its first environment's."""
 
 
 class Evaluation(BaseModel):
@@ -79,6 +93,8 @@ class Evaluation(BaseModel):
     summary: EvalSummary
     rows: str
     """Per-task rows (``eval/<split>-<label>.parquet``)."""
+    per_env: dict[str, EvalSummary] = Field(default_factory=dict)
+    """Each environment's summary (a mix's ``summary`` pools them, one weight per task)."""
 
 
 class BaselineEval(StageResult):
@@ -146,6 +162,16 @@ class ChampionComparison(BaseModel):
     """Per-task rows (``eval/heldout-champion-v<N>.parquet``)."""
 
 
+class EnvHeldout(BaseModel):
+    """One environment of a mix on held-out (paired, the same tasks and seeds for all)."""
+
+    n: int
+    summaries: dict[str, EvalSummary]
+    """Per policy: ``baseline`` (the start), ``grpo``, ``sft_control``, ``champion``."""
+    deltas: dict[str, dict]
+    """Per candidate: its success gain over the start, ``{"delta", "ci95"}``."""
+
+
 class GateReport(StageResult):
     """``heldout_gate``: the start (baseline), the champion and each candidate on held-out
     (paired), and the decision. ``candidate``/``delta_success``/``ci95`` are the GRPO policy's
@@ -167,6 +193,8 @@ class GateReport(StageResult):
     ``sft_control``) that passed every other check (this one can only refuse)."""
     chosen_path: str | None = None
     """The checkpoint of ``gate.chosen``: what ``promote`` registers."""
+    per_env: dict[str, EnvHeldout] = Field(default_factory=dict)
+    """A mix: each environment's held-out figures (the fields above pool them)."""
 
 
 class Registration(StageResult):

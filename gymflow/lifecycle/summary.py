@@ -41,7 +41,8 @@ def build_summary(
         "mlflow_run_id": run.mlflow_parent_id,
         "links": links or {},
         "inputs": inputs.model_dump() | {"fingerprint": inputs.fingerprint()},
-        "env": config.env,
+        "env": config.env_label,
+        **({"envs": config.env_weights} if config.envs is not None else {}),
         "config_digest": config.digest(),
         "wall_s": round(wall_s, 2),
         "stages": results.stage_wall_s(),
@@ -53,6 +54,7 @@ def build_summary(
             "candidate": rates(gate.candidate),
             "delta_success": gate.delta_success,
             "ci95": gate.ci95,
+            **({"per_env": _per_env(gate, rates)} if gate.per_env else {}),
         },
         "gate": gate.gate.model_dump(),
         "registry": results.promote.model_dump(
@@ -88,6 +90,68 @@ def build_summary(
             "ci95": versus.ci95 if versus else None,
         }
     return summary
+
+
+def _per_env(gate, rates) -> dict:
+    """A mix's held-out figures per environment: the start, GRPO (with its paired gain over
+    the start) and the SFT control, each with 95 % CIs."""
+    out = {}
+    for env, held in gate.per_env.items():
+        grpo = held.deltas["grpo"]
+        row = {
+            "n": held.n,
+            "baseline": rates(held.summaries["baseline"]),
+            "candidate": rates(held.summaries["grpo"]),
+            "delta_success": grpo["delta"],
+            "ci95": grpo["ci95"],
+        }
+        if "sft_control" in held.summaries:
+            control = held.deltas["sft_control"]
+            row |= {
+                "sft_control": rates(held.summaries["sft_control"]),
+                "control_delta_success": control["delta"],
+                "control_ci95": control["ci95"],
+            }
+        out[env] = row
+    return out
+
+
+def env_table_rows(summary: dict) -> list[list[str]]:
+    """A mix's per-environment held-out rows, the pooled mix last: environment, n, start →
+    GRPO success with 95 % CIs, GRPO − start in points with its paired CI, the SFT control
+    (``""`` without one). Empty for one environment."""
+    h = summary["heldout"]
+    if "per_env" not in h:
+        return []
+    control = summary.get("sft_control", {}).get("heldout")
+
+    def success(s: dict) -> str:
+        lo, hi = s["success_ci95"]
+        return f"{s['success']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    def gain(d: float, ci: list[float]) -> str:
+        return f"{100 * d:+.1f} [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+
+    rows = []
+    for env, e in h["per_env"].items():
+        weight = summary.get("envs", {}).get(env)
+        label = f"{env} ({weight:.2g})" if weight is not None else env
+        rows.append([label, str(e["n"]), success(e["baseline"]), success(e["candidate"]),
+                     gain(e["delta_success"], e["ci95"]),
+                     success(e["sft_control"]) if "sft_control" in e else ""])  # fmt: skip
+    rows.append(["mix (pooled)", str(h["n"]), success(h["baseline"]), success(h["candidate"]),
+                 gain(h["delta_success"], h["ci95"]), success(control) if control else ""])  # fmt: skip
+    return rows
+
+
+ENV_TABLE_HEADER = [
+    "environment (weight)",
+    "n",
+    "start success [95% CI]",
+    "GRPO success [95% CI]",
+    "GRPO − start, points [95% CI]",
+    "SFT control",
+]
 
 
 def write_summary(run: RunContext, summary: dict) -> Path:
@@ -135,6 +199,13 @@ def render_table(summary: dict) -> str:
     buf = StringIO()
     console = Console(file=buf, width=110, force_terminal=False)
     console.print(table)
+    if rows := env_table_rows(summary):
+        per_env = Table(title="held-out success per environment (paired, greedy)")
+        for column in ENV_TABLE_HEADER:
+            per_env.add_column(column, justify="left" if column == ENV_TABLE_HEADER[0] else "right")
+        for cells in rows:
+            per_env.add_row(*cells)
+        console.print(per_env)
     lo, hi = h["ci95"]
     console.print(f"success delta {h['delta_success']:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])")
     if summary.get("sft_control", {}).get("grpo_minus_control") is not None:

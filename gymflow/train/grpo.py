@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from gymflow.core.failures import GymflowError
 from gymflow.core.task_record import Task
+from gymflow.data.env_mix import draw_tasks
 from gymflow.data.schemas import collected_rollouts
 from gymflow.data.task_table import write_tasks
 from gymflow.env.client import EnvClient
@@ -171,6 +172,12 @@ class RolloutSource:
     With ``task_sampling="difficulty"`` the tasks of a step (and dynamic sampling's
     replacements) come from a :class:`~gymflow.train.task_pool.TaskPool` instead of the ids
     TRL's sampler handed over; its ledger is ``pool_file`` (kept across a resume).
+
+    Several environments (``mix``: ``{name: (environment, app)}`` beside ``env``, ``weights``
+    per name): each step's tasks and dynamic sampling's replacements are drawn by weight
+    (:func:`gymflow.data.env_mix.draw_tasks`), each task's episodes run against its own
+    environment's in-process app (:meth:`_run_envs`), and each row carries its environment.
+    A group is the G samples of one task, so it never mixes environments.
     """
 
     def __init__(
@@ -183,8 +190,13 @@ class RolloutSource:
         lineage: Lineage | None = None,
         on_batch: Callable[[list[Episode], list[bool], int], None] | None = None,
         pool_file: Path | None = None,
+        mix: dict[str, tuple[Environment, object]] | None = None,
+        weights: dict[str, float] | None = None,
     ) -> None:
         self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
+        self.envs = {env.name: (env, app)} | dict(mix or {})
+        self.weights = dict(weights or dict.fromkeys(self.envs, 1.0))
+        self.env_pools = {name: [t.task_id for t in pool if t.env == name] for name in self.envs}
         self.by_id = {t.task_id: t for t in pool}
         self.pool_ids = [t.task_id for t in pool]
         self.task_pool = None
@@ -193,7 +205,9 @@ class RolloutSource:
         self.lineage = lineage or Lineage("grpo", 0, 0, "grpo", env.name, env.version, "")
         self.writer = None
         if out_dir is not None:
-            schema = collected_rollouts(settings.num_generations, env.reward_range)
+            ranges = [e.reward_range for e, _ in self.envs.values()]
+            span = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+            schema = collected_rollouts(settings.num_generations, span)
             # one part per step, written while the step trains on it (run_grpo waits at step end)
             self.writer = RolloutWriter(out_dir, schema, chunk=1 << 30, background=True)
             write_tasks(pool, Path(out_dir) / "tasks.parquet")  # exports rebuild prompts
@@ -237,6 +251,9 @@ class RolloutSource:
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
         if self.task_pool is not None:  # the pool picks; TRL's ids only say how many
             wanted = self.task_pool.draw(len(wanted), step, 0)
+        elif len(self.envs) > 1:  # a mix: the weights pick, TRL's ids only say how many
+            rng = random.Random(f"{self.settings.seed}-{step}-mix")
+            wanted = draw_tasks(self.env_pools, self.weights, len(wanted), rng)
         policy = rollout_policy(trainer) if self.ray is None else self.ray.synced(trainer)
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
@@ -271,7 +288,10 @@ class RolloutSource:
                     break
             else:
                 rng = random.Random(f"{self.settings.seed}-{step}-{round_}")
-                candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
+                if len(self.envs) > 1:
+                    candidates = draw_tasks(self.env_pools, self.weights, missing * 2, rng)
+                else:
+                    candidates = rng.sample(self.pool_ids, min(len(self.pool_ids), missing * 2))
         failed = [error for _, _, error in done if error is not None]
         while not failed and len(kept) < len(wanted):  # pool exhausted: zero-variance groups
             kept.append(spare.pop(0))
@@ -304,23 +324,43 @@ class RolloutSource:
         async def go() -> None:
             if self.ray is not None:  # on the Ray workers, which hold this step's weights
                 return await self.ray.run(planned, lambda p, ep, e: results.append((p, ep, e)))
-            async with EnvClient(app=self.app) as client:
-                turns = ModelTurns(policy, sampling)
-                await run_window(
-                    client, self.env, turns, planned, len(planned),
-                    lambda p, ep, err: results.append((p, ep, err)),
-                )  # fmt: skip
+            await self._run_envs(
+                policy, sampling, planned, lambda p, ep, err: results.append((p, ep, err))
+            )
 
         self.loop.run_until_complete(go())
         order = {p.rollout_id: i for i, p in enumerate(planned)}
         return sorted(results, key=lambda r: order[r[0].rollout_id])
+
+    async def _run_envs(self, policy, sampling: Sampling, planned: list[Planned], on_done) -> None:
+        """Every planned rollout against its task's environment (one in-process client each),
+        all live at once; one :class:`ModelTurns` batches model turns across environments."""
+        turns = ModelTurns(policy, sampling)
+        by_env: dict[str, list[Planned]] = {}
+        for p in planned:
+            by_env.setdefault(self._env_name(p.task), []).append(p)
+
+        async def one_env(name: str, todo: list[Planned]) -> None:
+            env, app = self.envs[name]
+            async with EnvClient(app=app) as client:
+                await run_window(client, env, turns, todo, len(todo), on_done)
+
+        await asyncio.gather(*(one_env(name, todo) for name, todo in by_env.items()))
+
+    def _env_name(self, task: Task) -> str:
+        """The environment that scores ``task``: its own in a mix, else the one there is."""
+        return task.env if len(self.envs) > 1 else self.env.name
 
     def _store(self, done, chosen: set[int], step: int) -> None:
         if self.writer is None:
             return
         lineage = replace(self.lineage, iteration=step, policy_version=step)
         for p, ep, error in done:
-            self.writer.add(rollout_row(lineage, p, ep, error, id(ep) in chosen))
+            mine = lineage
+            if len(self.envs) > 1:  # a mix: the row names its task's environment
+                env = self.envs[self._env_name(p.task)][0]
+                mine = replace(lineage, env=env.name, env_version=env.version)
+            self.writer.add(rollout_row(mine, p, ep, error, id(ep) in chosen))
         self.writer.flush()
 
 
