@@ -26,17 +26,23 @@ def _group_alive(pid: int) -> list[int]:
     return [int(p) for p, g in (line.split() for line in out.splitlines()) if int(g) == pid]
 
 
-def _server_groups(ui_pid: int) -> list[int]:
-    """The process groups of ``gymflow ui``'s two servers (children leading their group)."""
+def _server_groups(ui_pid: int) -> dict[str, int]:
+    """The process groups of ``gymflow ui``'s two servers (children leading their group), by
+    server; picked by command line, so another child cannot be taken for one (``-ww``: ps cuts command lines at 80 columns
+    without a terminal, which hid the watchdog's name behind a long checkout path)."""
     out = subprocess.run(
-        ["ps", "-eo", "pid=,ppid=,pgid=,args="], capture_output=True, text=True
+        ["ps", "-ww", "-eo", "pid=,ppid=,pgid=,args="], capture_output=True, text=True
     ).stdout
     rows = [line.split(None, 3) for line in out.splitlines()]
-    return [
-        int(pgid)
-        for pid, ppid, pgid, args in rows
-        if int(ppid) == ui_pid and pgid == pid and "watchdog" not in args
-    ]
+    children = {args: int(pgid) for pid, ppid, pgid, args in rows if int(ppid) == ui_pid}
+    groups = {
+        name: pgid
+        for args, pgid in children.items()
+        for name, marker in (("prefect", "prefect server start"), ("mlflow", "mlflow.server"))
+        if marker in args
+    }
+    assert len(groups) == 2, f"expected a Prefect and an MLflow server among {children}"
+    return groups
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -58,8 +64,8 @@ def test_ui_serves_both_and_stops_cleanly(tmp_path, sig):
         tags = {t["key"]: t["value"] for t in json.loads(experiments)["experiment"]["tags"]}
         assert tags["mlflow.experimentKind"] == "custom_model_development"
         assert "lifecycle-<run id>" in tags["mlflow.note.content"]
-        groups = _server_groups(ui.proc.pid)
-        assert len(groups) == 2 and all(_group_alive(g) for g in groups)
+        groups = list(_server_groups(ui.proc.pid).values())
+        assert all(_group_alive(g) for g in groups)
         out = ui.stop(sig)
     assert ui.proc.returncode == 0, out
     assert "stopped both UIs" in out
