@@ -28,8 +28,9 @@ def _group_alive(pid: int) -> list[int]:
 
 def _server_groups(ui_pid: int) -> dict[str, int]:
     """The process groups of ``gymflow ui``'s two servers (children leading their group), by
-    server; picked by command line, so another child cannot be taken for one (``-ww``: ps cuts command lines at 80 columns
-    without a terminal, which hid the watchdog's name behind a long checkout path)."""
+    server, picked by command line so no other child is taken for one. ``-ww``: without a
+    terminal ps cuts command lines at 80 columns, which hid the watchdog's name behind a long
+    checkout path."""
     out = subprocess.run(
         ["ps", "-ww", "-eo", "pid=,ppid=,pgid=,args="], capture_output=True, text=True
     ).stdout
