@@ -1,21 +1,41 @@
-"""The real pretrained model on this machine: SmolLM2-135M-Instruct, from its pinned wheel.
+"""The real pretrained model's shape: SmolLM2-135M-Instruct, on the CPU or a CUDA GPU.
 
     python benchmarks/real_model.py [--json] [--out FILE] [--threads N]
+        [--device auto|cpu|cuda] [--random-init [--shape-from DIR]] [--gen-batches 32,256]
 
-Figures a later GPU run can be compared with, all through the product's own paths:
+Figures a later run can be compared with, all through the product's own paths:
 
 * ``load_first_s``: the GGUF dequantized and saved as a plain folder (``materialize`` into an
   empty cache) plus a policy load; ``load_cached_s``: the same spec loaded again (the folder
-  found); ``TransformersPolicy.from_path``.
+  found); ``TransformersPolicy.from_path`` onto ``--device``. With ``--random-init`` there is
+  no GGUF: ``load_first_s`` is the first ``from_path`` of the random folder.
 * ``generate_tokens_per_s``: 32 tool_call prompts (tools rendered into the system prompt),
-  sampled at T=1, 48 new tokens each, one batched call; new tokens (to EOS) / wall seconds.
+  sampled at T=1, 48 new tokens each, one batched call after a warm-up call; new tokens (to
+  EOS) / wall seconds. ``--gen-batches`` adds other batch sizes (``generate_b<N>_*``); on CUDA
+  the same batches are also timed with the weights cast to bf16 (``*_bf16``), and in bf16 with
+  PyTorch's cuDNN attention backend off (``*_bf16_nocudnn``): SDPA picks cuDNN for bf16 on a
+  Hopper GPU, and a decode step's key length is new every token.
 * ``sft_step_s``: ``run_sft`` on 8 gold demonstrations per step (the ``datasets/smollm2.json``
-  preset's batch), 3 steps, fp32, full fine-tuning with gradient checkpointing (the mean over
-  the steps; the loss over the 49,152-token vocabulary included).
+  preset's batch), fp32, full fine-tuning with gradient checkpointing (the loss over the
+  49,152-token vocabulary included); median of 3 steps after a warm-up step.
 * ``grpo_step_s``: ``run_grpo`` on tool_call with B×G = 2×4 rollouts of ≤ 48 tokens (the
   preset's), against the environment in-process, rollouts stored as Parquet, gradient
-  checkpointing; median of 3 steps after a warm-up.
-* ``peak_rss_gb``: the process's peak resident memory over all of the above.
+  checkpointing; median of 3 steps after a warm-up step.
+* ``peak_rss_gb``: the process's peak resident memory; on CUDA also ``gpu_peak_gb`` (the most
+  memory torch held on the GPU at once).
+
+On CUDA every clock is read after ``torch.cuda.synchronize()``. The product trains SFT and GRPO
+(without vLLM) on the CPU (``use_cpu=True`` in their TRL configs); with ``--device cuda`` this
+benchmark builds those configs with ``use_cpu=False`` instead (``trainer_device``), everything
+else as the product sets it, so the step figures are the product's steps on the GPU; GRPO's
+rollouts then sample from the trainer's model where accelerate put it.
+
+``--random-init``: a model of the real shape (the converted folder's ``config.json``) with random
+weights (seed 0) and the real tokenizer and chat template, for a machine the 98 MB GGUF cannot
+reach; ``--shape-from DIR`` takes config and tokenizer files from DIR (a converted folder
+without its ``model.safetensors``) instead of converting the GGUF. Random weights rarely sample
+EOS, so rollouts run to their 48-token limit: the per-token figures compare, the per-step ones
+are an upper end for the real model's.
 
 The model is fetched first if it is not in the project's cache (``gymflow models fetch``).
 The load average is reported with the figures: on a shared 2-core machine it moves them.
@@ -23,10 +43,12 @@ The load average is reported with the figures: on a shared 2-core machine it mov
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -35,12 +57,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.grpo_step import StepTimer  # noqa: E402
 from benchmarks.report import arguments, emit  # noqa: E402
 from gymflow.core.paths import cache_dir  # noqa: E402
 from gymflow.data.task_set import build_tasks  # noqa: E402
 from gymflow.env.registry import get_env  # noqa: E402
 from gymflow.env.resources_server import build_app  # noqa: E402
+from gymflow.policy.device import torch_device  # noqa: E402
 from gymflow.policy.gguf_checkpoint import materialize  # noqa: E402
 from gymflow.policy.model_catalog import fetch  # noqa: E402
 from gymflow.policy.transformers_backend import TransformersPolicy  # noqa: E402
@@ -49,86 +71,219 @@ from gymflow.train.sft import SFTSettings, demonstrations, run_sft  # noqa: E402
 
 NAME = "smollm2-135m-instruct"
 MAX_NEW_TOKENS = 48
+GGUF = "the catalog's GGUF (Q4_1), dequantized to float32"
 
 
-def load_times(gguf: Path, scratch: Path) -> tuple[dict, Path]:
+def sync(device) -> None:
+    """Wait for the GPU's queued work, so that a host clock read next times it."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def step_timer(device):
+    """A ``TrainerCallback`` recording each optimizer step's wall time (GPU work included)."""
+    from transformers import TrainerCallback
+
+    class Timer(TrainerCallback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self.start = 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            sync(device)
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            sync(device)
+            self.times.append(time.perf_counter() - self.start)
+
+    return Timer()
+
+
+@contextlib.contextmanager
+def trainer_device(device):
+    """SFT and GRPO's TRL configs built for ``device``: on CUDA with ``use_cpu=False`` (the
+    product pins the CPU), all else unchanged; both modules import the configs from ``trl`` when
+    they build them."""
+    if device.type == "cpu":
+        yield
+        return
+    import trl
+
+    saved = {name: getattr(trl, name) for name in ("SFTConfig", "GRPOConfig")}
+    for name, cls in saved.items():
+        setattr(trl, name, lambda *a, _cls=cls, **kw: _cls(*a, **{**kw, "use_cpu": False}))
+    try:
+        yield
+    finally:
+        for name, cls in saved.items():
+            setattr(trl, name, cls)
+
+
+def random_folder(shape: Path, out: Path) -> Path:
+    """A ``from_pretrained`` folder: ``shape``'s config, tokenizer and template, random weights."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out.mkdir(parents=True)
+    for f in shape.iterdir():
+        if f.is_file() and not f.name.endswith((".safetensors", ".bin")):
+            shutil.copy2(f, out / f.name)
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(shape)
+    AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(out)
+    return out
+
+
+def load_times(source: Path, scratch: Path, device: str, random_init: bool) -> tuple[dict, Path]:
+    """Seconds to the first and a second ``from_path`` (the first converting a GGUF)."""
     started = time.perf_counter()
-    folder = materialize(gguf, scratch / "cache")
-    TransformersPolicy.from_path(folder)
+    folder = source if random_init else materialize(source, scratch / "cache")
+    policy = TransformersPolicy.from_path(folder, device=device)
+    sync(policy.model.device)
     first = time.perf_counter() - started
-    started = time.perf_counter()
-    policy = TransformersPolicy.from_path(materialize(gguf, scratch / "cache"))
-    cached = time.perf_counter() - started
     del policy
+    started = time.perf_counter()
+    again = folder if random_init else materialize(source, scratch / "cache")
+    policy = TransformersPolicy.from_path(again, device=device)
+    sync(policy.model.device)
+    cached = time.perf_counter() - started
     return {"load_first_s": round(first, 2), "load_cached_s": round(cached, 2)}, folder
 
 
-def generation(folder: Path, tasks) -> dict:
-    policy = TransformersPolicy.from_path(folder)
-    prompts = [policy.encode_prompt(t.prompt, t.tools) for t in tasks[:32]]
+def timed_generation(policy, prompts, suffix: str) -> dict:
+    """One batched sampled call over ``prompts`` after a short warm-up call."""
+    policy.batch_size = len(prompts)
+    policy.generate(prompts[:4], max_new_tokens=8, greedy=False, seed=0)
+    sync(policy.model.device)
     started = time.perf_counter()
-    outs = policy.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, greedy=False)
+    outs = policy.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, greedy=False, seed=1)
+    sync(policy.model.device)
     wall = time.perf_counter() - started
     new_tokens = sum(len(o.token_ids) for o in outs)
     return {
-        "generate_batch": len(prompts),
-        "prompt_tokens_mean": round(statistics.mean(len(p) for p in prompts), 1),
-        "generate_s": round(wall, 2),
-        "generate_tokens_per_s": round(new_tokens / wall, 1),
+        f"generate{suffix}_s": round(wall, 3),
+        f"generate{suffix}_new_tokens_mean": round(new_tokens / len(prompts), 1),
+        f"generate{suffix}_tokens_per_s": round(new_tokens / wall, 1),
     }
 
 
-def sft_step(folder: Path, env, tasks, out: Path) -> dict:
+def generation(folder: Path, tasks, device: str, batches: list[int]) -> dict:
+    import torch
+
+    policy = TransformersPolicy.from_path(folder, device=device)
+    prompts = [policy.encode_prompt(t.prompt, t.tools) for t in tasks]
+    result = {
+        "parameters_m": round(sum(p.numel() for p in policy.model.parameters()) / 1e6, 1),
+        "generate_batch": batches[0],
+        "prompt_tokens_mean": round(statistics.mean(len(p) for p in prompts[: batches[0]]), 1),
+    }
+    variants = [("", torch.float32, True)]
+    if policy.model.device.type == "cuda":
+        variants += [("_bf16", torch.bfloat16, True), ("_bf16_nocudnn", torch.bfloat16, False)]
+    cudnn_sdp = torch.backends.cuda.cudnn_sdp_enabled()
+    for tag, dtype, cudnn in variants:
+        policy.model.to(dtype)
+        torch.backends.cuda.enable_cudnn_sdp(cudnn_sdp and cudnn)
+        for n in batches:
+            suffix = ("" if n == batches[0] else f"_b{n}") + tag
+            rows = [prompts[i % len(prompts)] for i in range(n)]
+            result.update(timed_generation(policy, rows, suffix))
+    torch.backends.cuda.enable_cudnn_sdp(cudnn_sdp)
+    return result
+
+
+def sft_step(folder: Path, env, tasks, out: Path, device) -> dict:
     from transformers import AutoTokenizer
 
     demos = demonstrations(env, AutoTokenizer.from_pretrained(folder), tasks[:48])
     settings = SFTSettings(
-        max_steps=3, batch_size=8, eval_every=10**6, warmup_steps=0, gradient_checkpointing=True
+        max_steps=4, batch_size=8, eval_every=10**6, warmup_steps=0, gradient_checkpointing=True
     )
-    done = run_sft(folder, out, demos, settings, log_to_mlflow=False)
-    return {"sft_batch": 8, "sft_step_s": round(done["wall_s"] / done["steps"], 2)}
+    timer = step_timer(device)
+    with trainer_device(device):
+        run_sft(folder, out, demos, settings, log_to_mlflow=False, callbacks=[timer])
+    return {"sft_batch": 8, "sft_step_s": round(statistics.median(timer.times[1:]), 3)}
 
 
-def grpo_step(folder: Path, env, tasks, out: Path) -> dict:
+def grpo_step(folder: Path, env, tasks, out: Path, device) -> dict:
     settings = GRPOSettings(
         max_steps=4, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
         dynamic_sampling=False, save_every=10**6, time_budget_s=None, seed=0,
         gradient_checkpointing=True,
     )  # fmt: skip
-    timer = StepTimer()
+    timer = step_timer(device)
     source = RolloutSource(env, build_app(env), tasks, settings, out_dir=out)
-    run_grpo(folder, out, source, settings, log_to_mlflow=False, resume=False, callbacks=[timer])
+    with trainer_device(device):
+        run_grpo(
+            folder, out, source, settings, log_to_mlflow=False, resume=False, callbacks=[timer]
+        )
     return {
         "grpo_rollouts_per_step": settings.prompts_per_step * settings.num_generations,
-        "grpo_step_s": round(statistics.median(timer.times[1:]), 2),
+        "grpo_step_s": round(statistics.median(timer.times[1:]), 3),
     }
+
+
+def where(device, threads: int) -> dict:
+    """The machine, the accelerator and the library versions the figures belong to."""
+    import torch
+    import transformers
+    import trl
+
+    found = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {threads} torch threads",
+        "device": str(device),
+        "dtype": "float32 (generation also bfloat16 on CUDA)",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+    }
+    if device.type == "cuda":
+        found["gpu"] = torch.cuda.get_device_name(device)
+        found["cuda"] = torch.version.cuda
+    return found
 
 
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda (default auto)")
+    parser.add_argument("--random-init", action="store_true", help="random weights, real shape")
+    parser.add_argument("--shape-from", type=Path, help="config + tokenizer folder (random-init)")
+    parser.add_argument("--gen-batches", default="32", help="generation batch sizes, e.g. 32,256")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
+    device = torch_device(args.device)
+    batches = [int(n) for n in args.gen_batches.split(",")]
     env = get_env("tool_call")
-    tasks = build_tasks(env, 200, seed=1, heldout_frac=0.0, val_frac=0.0)
-    gguf = fetch(NAME, cache_dir())
+    tasks = build_tasks(env, max(200, *batches), seed=1, heldout_frac=0.0, val_frac=0.0)
     result = {
         "benchmark": "real_model",
         "model": NAME,
+        "weights": "random-init (seed 0), real shape and tokenizer" if args.random_init else GGUF,
         "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {args.threads} torch threads",
+        **where(device, args.threads),
         "load_avg_start": round(os.getloadavg()[0], 2),
     }
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        loads, folder = load_times(gguf, scratch)
+        if args.random_init:
+            shape = args.shape_from or materialize(fetch(NAME, cache_dir()), scratch / "cache")
+            source = random_folder(shape, scratch / "random")
+        else:
+            source = fetch(NAME, cache_dir())
+        loads, folder = load_times(source, scratch, str(device), args.random_init)
         result.update(loads)
-        result.update(generation(folder, tasks))
-        result.update(sft_step(folder, env, tasks, scratch / "sft"))
-        result.update(grpo_step(folder, env, tasks, scratch / "grpo"))
+        result.update(generation(folder, tasks, str(device), batches))
+        result.update(sft_step(folder, env, tasks, scratch / "sft", device))
+        result.update(grpo_step(folder, env, tasks, scratch / "grpo", device))
     result["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
+    if device.type == "cuda":
+        result["gpu_peak_gb"] = round(torch.cuda.max_memory_allocated(device) / 1e9, 2)
     result["load_avg_end"] = round(os.getloadavg()[0], 2)
     emit(result, args.out, compact=args.json)
 

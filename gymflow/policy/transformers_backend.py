@@ -48,22 +48,32 @@ class TokenizerEncoding:
 
 
 class TransformersPolicy(TokenizerEncoding):
+    """A causal LM sampling token ids on whatever device its weights are on (the inputs follow
+    the model: a trainer that moved it to CUDA rolls out there; ``from_path`` places it)."""
+
     def __init__(self, model, tokenizer, batch_size: int = 64) -> None:
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
 
     @classmethod
-    def from_path(cls, path: str | Path, batch_size: int = 64) -> TransformersPolicy:
+    def from_path(
+        cls, path: str | Path, batch_size: int = 64, device: str = "auto"
+    ) -> TransformersPolicy:
+        """Load a checkpoint (fp32) onto ``device``: ``"auto"`` is CUDA when there is a GPU,
+        else the CPU (:func:`gymflow.policy.device.torch_device`)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from gymflow.policy.checkpoints import checkpoint_folder
+        from gymflow.policy.device import torch_device
+
+        where = torch_device(device)  # a bad name fails before any loading
 
         # checked (unusable_checkpoint); a .gguf, catalog: or adapted folder made once
         path = checkpoint_folder(path)
         tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(where)
         model.eval()
         return cls(model, tokenizer, batch_size)
 
@@ -100,6 +110,9 @@ class TransformersPolicy(TokenizerEncoding):
     ) -> list[Generation]:
         import torch
 
+        from gymflow.policy.device import model_device
+
+        device = model_device(self.model)
         # Seeded rows: each row draws its uniforms for the whole turn from its own generator up
         # front, then every token step samples all rows at once by inverting their CDFs. A row
         # samples the same tokens whatever its batch-mates (the sliding window mixes episodes by
@@ -111,7 +124,9 @@ class TransformersPolicy(TokenizerEncoding):
             )
             if seeds and not greedy
             else None
-        )
+        )  # drawn on the CPU, so a seed gives the same uniforms on any device
+        if uniforms is not None:
+            uniforms = uniforms.to(device)
 
         # A plain KV-cached decode loop instead of ``model.generate``: the same math with less
         # per-token overhead, which dominates at this model size (rollouts are most of a GRPO step).
@@ -126,6 +141,7 @@ class TransformersPolicy(TokenizerEncoding):
         for i, p in enumerate(unique):
             ids[i, width - len(p) :] = torch.tensor(p)
             mask[i, width - len(p) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         was_training = self.model.training
         self.model.eval()
@@ -135,11 +151,11 @@ class TransformersPolicy(TokenizerEncoding):
         )  # fmt: skip
         past, logits = out.past_key_values, out.logits[:, -1, :]
         if len(unique) < batch:
-            rows = torch.tensor(row_of)
+            rows = torch.tensor(row_of, device=device)
             past.batch_select_indices(rows)
             logits, mask, positions = logits[rows], mask[rows], positions[rows]
         next_pos = positions[:, -1:] + 1
-        done = torch.zeros(batch, dtype=torch.bool)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
         tokens, logps = [], []
         for step in range(max_new):
             logp = torch.log_softmax(logits.float() / (1.0 if greedy else temperature), dim=-1)
@@ -161,7 +177,7 @@ class TransformersPolicy(TokenizerEncoding):
             done |= tok == self.eos_id
             if bool(done.all()):
                 break
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=1)
+            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
             out = self.model(
                 input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
                 past_key_values=past, use_cache=True,
