@@ -185,14 +185,16 @@ def test_parts_written_before_attempts_count_as_attempt_zero(tmp_path, tasks):
 
 
 def test_one_options_model_for_the_flow_and_the_command():
-    """The flow's parameter is ``CollectOptions``; the command has one flag per field, whose
+    """The flow's options are ``CollectOptions``; the command has one flag per field, whose
     default and help are the field's."""
     from gymflow.cli.main import rollouts_collect
     from gymflow.flows.collect import collect
     from gymflow.rollout.collection import CollectOptions
 
-    (param,) = inspect.signature(collect.fn).parameters.values()
+    param, *mapping = inspect.signature(collect.fn).parameters.values()
     assert param.annotation in (CollectOptions, "CollectOptions")
+    # the flow's own: how Prefect maps its shards (the command runs no flow)
+    assert [p.name for p in mapping] == ["shards", "task_runner", "ray_address"]
     flags = inspect.signature(rollouts_collect).parameters
     assert set(flags) == set(CollectOptions.model_fields)
     for name, field in CollectOptions.model_fields.items():
