@@ -4,6 +4,9 @@ Wiring only: each stage is a Prefect task in ``tasks/`` returning a typed result
 (:mod:`gymflow.lifecycle.stage_results`) that the next stages take as input. The flow run is
 named after the run id and linked both ways with the run's MLflow parent run; the run ends with
 ``summary.json`` and ``report.md`` (plots included) in the run folder, MLflow and Prefect.
+With ``config.envs`` (a weighted mix of environments) the same stages work per environment:
+tasks, verifier reports, baseline, demonstrations and held-out sets per environment, GRPO
+batches drawn by weight, and a gate that also refuses a regression on any one of them.
 """
 
 from __future__ import annotations
