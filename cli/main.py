@@ -188,13 +188,21 @@ def env_serve(
         0, min=0, help="Replicas as Ray actors (ports port … port+N-1) instead of --workers."
     ),
     ray_address: str = typer.Option(
-        None, help="With --ray: a running Ray cluster (default: a local one started here)."
+        None,
+        help="With --ray or --verify-on ray: a running Ray cluster (default: a local one "
+        "started here).",
+    ),
+    verify_on: str = typer.Option(
+        "local", help="Heavy verifiers (math, code) run in a local process pool or on Ray actors."
+    ),
+    verify_workers: int = typer.Option(
+        None, min=1, help="Verify processes (or Ray actors) per worker (default: cores, <= 4)."
     ),
 ) -> None:
     """Serve an environment's resources server over HTTP."""
-    from gymflow.core.failures import GymflowError
+    from gymflow.core.failures import FailureKind, GymflowError
     from gymflow.env.registry import get_env
-    from gymflow.env.serve import serve
+    from gymflow.env.serve import VerifyOn, serve
 
     try:
         get_env(name)  # fail here, in one line, rather than in every worker
@@ -206,11 +214,18 @@ def env_serve(
         if ray:
             from gymflow.env.ray_replicas import serve_on_ray
 
+            if verify_on != "local":
+                raise GymflowError(
+                    FailureKind.BAD_REQUEST,
+                    "--verify-on ray is for --workers servers: --ray replicas verify in a "
+                    "process pool on their own node",
+                )
             status = serve_on_ray(
                 name, host, port, ray, token, insecure, client_session_ids, ray_address
             )
         else:
-            status = serve(name, host, port, workers, token, insecure, client_session_ids)
+            verify = VerifyOn(verify_on, verify_workers, ray_address)
+            status = serve(name, host, port, workers, token, insecure, client_session_ids, verify)
     except GymflowError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         raise typer.Exit(2) from None

@@ -72,7 +72,10 @@ def ray_cluster(
     started = time.perf_counter()
     try:
         if address:
-            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+            # Ray swaps a loopback host for this node's address unless in single-machine mode
+            loopback = address.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
+            with _loopback_only() if loopback else contextlib.nullcontext():
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
         else:
             with _loopback_only():
                 ray.init(

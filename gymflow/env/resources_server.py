@@ -20,7 +20,8 @@ lacks what the gold answer and verifier read) is refused at ``/seed_session`` wi
 ``invalid_trajectory`` (the model's or client's fault, :mod:`gymflow.env.items`); a verifier
 that raises on a well-formed one is ``verifier_error`` (500, a bug in the environment) and one
 that hangs past ``verify_timeout_s`` is ``verify_timeout`` (heavy verifiers, which run in a
-process pool, :mod:`gymflow.env.verify_pool`).
+process pool, :mod:`gymflow.env.verify_pool`, or with ``verify_on="ray"`` on Ray actors,
+:mod:`gymflow.env.ray_verify`).
 
 With ``token`` set, every endpoint but ``/health`` wants ``Authorization: Bearer <token>``.
 With ``worker`` set (``gymflow env serve --workers N``), session ids carry the worker's index
@@ -55,6 +56,7 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment
 from gymflow.env.items import check_items
+from gymflow.env.ray_verify import RayVerifyPool
 from gymflow.env.sessions import RequestError, Session, SessionStore
 from gymflow.env.verify_pool import VerifyPool
 
@@ -113,12 +115,25 @@ def build_app(
     client_session_ids: bool = False,
     verify_timeout_s: float = 60.0,
     max_live_bytes: int = 1 << 30,
+    verify_on: str = "local",
+    ray_address: str | None = None,
 ) -> FastAPI:
-    """An ASGI app serving ``env``; use in-process (``EnvClient(app=...)``) or with uvicorn."""
+    """An ASGI app serving ``env``; use in-process (``EnvClient(app=...)``) or with uvicorn.
+
+    Heavy verifiers run in ``verify_workers`` local processes (``verify_on="local"``) or Ray
+    actors (``"ray"``, on the cluster at ``ray_address``, the one this process is connected to,
+    or a local one)."""
     app = FastAPI(title=f"gymflow env {env.name}", version=env.version)
     app.add_middleware(_ErrorShape)
     store = SessionStore(ttl_s, max_sessions, max_live_bytes)
-    verifier = VerifyPool(env, verify_workers, verify_timeout_s)
+    if verify_on == "ray":
+        verifier = RayVerifyPool(env, verify_workers, verify_timeout_s, ray_address)
+    elif verify_on == "local":
+        verifier = VerifyPool(env, verify_workers, verify_timeout_s)
+    else:
+        raise GymflowError(
+            FailureKind.BAD_REQUEST, f"verify_on is 'local' or 'ray', not {verify_on!r}"
+        )
     app.state.sessions, app.state.verifier = store, verifier
     app.router.on_shutdown.append(verifier.shutdown)
     specs = env.tool_specs

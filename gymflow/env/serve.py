@@ -10,19 +10,45 @@ second call would land on a process that does not hold it.
 Binds loopback by default. Bound elsewhere it needs a bearer token (``--token`` or
 ``GYMFLOW_ENV_TOKEN``) and refuses to start without one, unless ``--insecure`` says that anyone
 who can reach the port may call its tools.
+
+Heavy verifiers (``heavy_verify``) run in a process pool of each worker, or with
+``VerifyOn("ray")`` on Ray actors (:mod:`gymflow.env.ray_verify`): on the cluster at its
+address, or on a local one started here before the workers and stopped after them (workers in
+other processes join it by its address).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 from gymflow.core.failures import FailureKind, GymflowError
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True)
+class VerifyOn:
+    """Where a server's heavy verifiers run."""
+
+    on: str = "local"
+    """``local`` (a process pool in each worker) or ``ray`` (Ray actors)."""
+    workers: int | None = None
+    """Processes or actors per server worker (default: the machine's cores, at most 4)."""
+    ray_address: str | None = None
+    """With ``ray``: a running cluster (default: a local one started by :func:`serve`)."""
+
+    def __post_init__(self) -> None:
+        if self.on not in ("local", "ray"):
+            raise GymflowError(
+                FailureKind.BAD_REQUEST, f"--verify-on is 'local' or 'ray', not {self.on!r}"
+            )
 
 
 def worker_urls(host: str, port: int, workers: int) -> list[str]:
@@ -64,15 +90,26 @@ def _run_worker(
     index: int,
     urls: list[str],
     client_session_ids: bool = False,
+    verify: VerifyOn = VerifyOn(),
 ) -> None:
     import uvicorn
 
-    app = worker_app(name, token, index, urls, client_session_ids)
-    uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
+    app = worker_app(name, token, index, urls, client_session_ids, verify)
+    with contextlib.ExitStack() as stack:
+        if verify.on == "ray":  # joined here, before uvicorn takes SIGTERM (Ray would keep it)
+            from gymflow.core.ray_cluster import ray_cluster
+
+            stack.enter_context(ray_cluster(verify.ray_address))
+        uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
 
 
 def worker_app(
-    name: str, token: str | None, index: int, urls: list[str], client_session_ids: bool = False
+    name: str,
+    token: str | None,
+    index: int,
+    urls: list[str],
+    client_session_ids: bool = False,
+    verify: VerifyOn = VerifyOn(),
 ):
     """The resources server of worker ``index`` of the workers at ``urls`` (one: no worker
     info, sessions unprefixed)."""
@@ -81,8 +118,40 @@ def worker_app(
 
     worker = WorkerInfo(index, tuple(urls)) if len(urls) > 1 else None
     return build_app(
-        get_env(name), token=token, worker=worker, client_session_ids=client_session_ids
+        get_env(name),
+        token=token,
+        worker=worker,
+        client_session_ids=client_session_ids,
+        verify_workers=verify.workers,
+        verify_on=verify.on,
+        ray_address=verify.ray_address,
     )
+
+
+@contextlib.contextmanager
+def verify_cluster(name: str, workers: int, verify: VerifyOn) -> Iterator[VerifyOn]:
+    """The Ray cluster ``verify`` names, joined (or a local one started) for the block: what
+    the workers are given then names it. Nothing for local verification or a light verifier."""
+    from gymflow.env.registry import get_env
+    from gymflow.env.verify_pool import default_workers
+
+    if verify.on != "ray":
+        yield verify
+        return
+    if not getattr(get_env(name), "heavy_verify", False):
+        print(
+            f"{name} verifies inline (light verifier): --verify-on ray changes nothing",
+            file=sys.stderr,
+        )
+        yield replace(verify, on="local")
+        return
+    from gymflow.core.ray_cluster import ray_cluster
+
+    actors = workers * (verify.workers or default_workers())
+    with ray_cluster(verify.ray_address, num_cpus=max(actors, os.cpu_count() or 1)) as cluster:
+        where = cluster.address if not cluster.local else f"a local cluster ({cluster.start_s} s)"
+        print(f"verifying {name} on {actors} Ray actors on {where}", file=sys.stderr, flush=True)
+        yield replace(verify, ray_address=cluster.address) if workers > 1 else verify
 
 
 def serve(
@@ -93,21 +162,35 @@ def serve(
     token: str | None = None,
     insecure: bool = False,
     client_session_ids: bool = False,
+    verify: VerifyOn = VerifyOn(),
 ) -> int:
     """Serve ``name`` until interrupted; returns an exit status."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
     check_bind(name, host, token, insecure)
+    with verify_cluster(name, workers, verify) as verify:
+        return _serve_workers(name, host, port, workers, token, client_session_ids, verify)
+
+
+def _serve_workers(
+    name: str,
+    host: str,
+    port: int,
+    workers: int,
+    token: str | None,
+    client_session_ids: bool,
+    verify: VerifyOn,
+) -> int:
     urls = worker_urls(host, port, workers)
     print(f"serving {name} on {', '.join(urls)}", file=sys.stderr, flush=True)
     if workers == 1:
-        _run_worker(name, host, port, token, 0, urls, client_session_ids)
+        _run_worker(name, host, port, token, 0, urls, client_session_ids, verify)
         return 0
     ctx = multiprocessing.get_context("spawn")
     procs = [
         ctx.Process(
             target=_run_worker,
-            args=(name, host, port, token, k, urls, client_session_ids),
+            args=(name, host, port, token, k, urls, client_session_ids, verify),
             daemon=True,
         )
         for k in range(workers)
