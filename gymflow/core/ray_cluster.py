@@ -72,10 +72,7 @@ def ray_cluster(
     started = time.perf_counter()
     try:
         if address:
-            # Ray swaps a loopback host for this node's address unless in single-machine mode
-            loopback = address.rpartition(":")[0] in ("127.0.0.1", "localhost", "[::1]")
-            with _loopback_only() if loopback else contextlib.nullcontext():
-                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
         else:
             with _loopback_only():
                 ray.init(
@@ -98,6 +95,13 @@ def ray_cluster(
         yield cluster
     finally:
         ray.shutdown()  # stops a local cluster; only disconnects from an existing one
+
+
+def join_environment(cluster: RayCluster) -> dict[str, str]:
+    """Environment variables another process of this machine needs (set before it imports Ray)
+    to join ``cluster``: a local cluster listens on loopback only, and outside single-machine
+    mode Ray replaces a loopback address with the node's network address."""
+    return {_SINGLE_MACHINE: "0"} if cluster.local else {}
 
 
 def _refuse_unreachable(address: str, timeout_s: float = 5.0) -> None:

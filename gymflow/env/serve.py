@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gymflow.core.failures import FailureKind, GymflowError
 
@@ -43,6 +43,8 @@ class VerifyOn:
     """Processes or actors per server worker (default: the machine's cores, at most 4)."""
     ray_address: str | None = None
     """With ``ray``: a running cluster (default: a local one started by :func:`serve`)."""
+    ray_environment: dict[str, str] = field(default_factory=dict)
+    """What a worker process sets before it joins the cluster (a local one: loopback only)."""
 
     def __post_init__(self) -> None:
         if self.on not in ("local", "ray"):
@@ -99,6 +101,7 @@ def _run_worker(
         if verify.on == "ray":  # joined here, before uvicorn takes SIGTERM (Ray would keep it)
             from gymflow.core.ray_cluster import ray_cluster
 
+            os.environ.update(verify.ray_environment)
             stack.enter_context(ray_cluster(verify.ray_address))
         uvicorn.run(app, host=host, port=port + index, log_level="warning", access_log=False)
 
@@ -145,13 +148,18 @@ def verify_cluster(name: str, workers: int, verify: VerifyOn) -> Iterator[Verify
         )
         yield replace(verify, on="local")
         return
-    from gymflow.core.ray_cluster import ray_cluster
+    from gymflow.core.ray_cluster import join_environment, ray_cluster
 
     actors = workers * (verify.workers or default_workers())
     with ray_cluster(verify.ray_address, num_cpus=max(actors, os.cpu_count() or 1)) as cluster:
         where = cluster.address if not cluster.local else f"a local cluster ({cluster.start_s} s)"
         print(f"verifying {name} on {actors} Ray actors on {where}", file=sys.stderr, flush=True)
-        yield replace(verify, ray_address=cluster.address) if workers > 1 else verify
+        if workers == 1:  # served from this process, already connected
+            yield verify
+        else:
+            yield replace(
+                verify, ray_address=cluster.address, ray_environment=join_environment(cluster)
+            )
 
 
 def serve(
