@@ -24,11 +24,9 @@ Figures a later run can be compared with, all through the product's own paths:
 * ``peak_rss_gb``: the process's peak resident memory; on CUDA also ``gpu_peak_gb`` (the most
   memory torch held on the GPU at once).
 
-On CUDA every clock is read after ``torch.cuda.synchronize()``. The product trains SFT and GRPO
-(without vLLM) on the CPU (``use_cpu=True`` in their TRL configs); with ``--device cuda`` this
-benchmark builds those configs with ``use_cpu=False`` instead (``trainer_device``), everything
-else as the product sets it, so the step figures are the product's steps on the GPU; GRPO's
-rollouts then sample from the trainer's model where accelerate put it.
+On CUDA every clock is read after ``torch.cuda.synchronize()``. SFT and GRPO train on
+``--device`` through their ``device`` setting (as a run's ``sft.device`` / ``grpo.device``);
+GRPO's rollouts sample from the trainer's model where accelerate put it.
 
 ``--random-init``: a model of the real shape (the converted folder's ``config.json``) with random
 weights (seed 0) and the real tokenizer and chat template, for a machine the 98 MB GGUF cannot
@@ -43,7 +41,6 @@ The load average is reported with the figures: on a shared 2-core machine it mov
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import platform
@@ -100,26 +97,6 @@ def step_timer(device):
             self.times.append(time.perf_counter() - self.start)
 
     return Timer()
-
-
-@contextlib.contextmanager
-def trainer_device(device):
-    """SFT and GRPO's TRL configs built for ``device``: on CUDA with ``use_cpu=False`` (the
-    product pins the CPU), all else unchanged; both modules import the configs from ``trl`` when
-    they build them."""
-    if device.type == "cpu":
-        yield
-        return
-    import trl
-
-    saved = {name: getattr(trl, name) for name in ("SFTConfig", "GRPOConfig")}
-    for name, cls in saved.items():
-        setattr(trl, name, lambda *a, _cls=cls, **kw: _cls(*a, **{**kw, "use_cpu": False}))
-    try:
-        yield
-    finally:
-        for name, cls in saved.items():
-            setattr(trl, name, cls)
 
 
 def random_folder(shape: Path, out: Path) -> Path:
@@ -200,11 +177,15 @@ def sft_step(folder: Path, env, tasks, out: Path, device) -> dict:
 
     demos = demonstrations(env, AutoTokenizer.from_pretrained(folder), tasks[:48])
     settings = SFTSettings(
-        max_steps=4, batch_size=8, eval_every=10**6, warmup_steps=0, gradient_checkpointing=True
+        max_steps=4,
+        batch_size=8,
+        eval_every=10**6,
+        warmup_steps=0,
+        gradient_checkpointing=True,
+        device=device.type,
     )
     timer = step_timer(device)
-    with trainer_device(device):
-        run_sft(folder, out, demos, settings, log_to_mlflow=False, callbacks=[timer])
+    run_sft(folder, out, demos, settings, log_to_mlflow=False, callbacks=[timer])
     return {"sft_batch": 8, "sft_step_s": round(statistics.median(timer.times[1:]), 3)}
 
 
@@ -212,14 +193,11 @@ def grpo_step(folder: Path, env, tasks, out: Path, device) -> dict:
     settings = GRPOSettings(
         max_steps=4, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
         dynamic_sampling=False, save_every=10**6, time_budget_s=None, seed=0,
-        gradient_checkpointing=True,
+        gradient_checkpointing=True, device=device.type,
     )  # fmt: skip
     timer = step_timer(device)
     source = RolloutSource(env, build_app(env), tasks, settings, out_dir=out)
-    with trainer_device(device):
-        run_grpo(
-            folder, out, source, settings, log_to_mlflow=False, resume=False, callbacks=[timer]
-        )
+    run_grpo(folder, out, source, settings, log_to_mlflow=False, resume=False, callbacks=[timer])
     return {
         "grpo_rollouts_per_step": settings.prompts_per_step * settings.num_generations,
         "grpo_step_s": round(statistics.median(timer.times[1:]), 3),

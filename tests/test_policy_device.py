@@ -75,3 +75,25 @@ def test_a_policy_built_on_a_moved_model_follows_it(micro_tool_call_model, promp
     moved = TransformersPolicy(loaded.model.to("cuda"), loaded.tokenizer)
     outs = moved.generate(prompts, 8, greedy=True)
     assert len(outs) == len(prompts) and all(o.token_ids for o in outs)
+
+
+def test_trainers_train_where_their_device_setting_says(tmp_path):
+    """SFT's and GRPO's TRL configs: ``auto`` trains on CUDA exactly when torch sees a GPU,
+    ``cpu`` always on the CPU; vLLM (GPU only) is refused with ``cpu``."""
+    from gymflow.train.grpo import GRPOSettings, trainer_config
+
+    assert trainer_config(GRPOSettings(), tmp_path, False).use_cpu is not GPU
+    assert trainer_config(GRPOSettings(device="cpu"), tmp_path, False).use_cpu is True
+    with pytest.raises(ValueError, match="vllm needs the GPU"):
+        GRPOSettings(vllm="colocate", device="cpu")
+
+
+@pytest.mark.skipif(GPU, reason="checks the refusal on a machine without a GPU")
+def test_a_cuda_trainer_without_a_gpu_is_refused_before_any_stage():
+    from gymflow.lifecycle.run_config import run_config
+
+    for field in ("sft", "grpo"):
+        with pytest.raises(GymflowError) as caught:
+            run_config(overrides={field: {"device": "cuda"}}, smoke=True)
+        assert caught.value.kind == FailureKind.BAD_CONFIG
+        assert str(caught.value).count(f"{field}.device: device 'cuda'") == 1

@@ -63,11 +63,25 @@ def run_config(
         source = f"{saved}: " if saved is not None and saved.exists() and not overrides else ""
         raise GymflowError(FailureKind.BAD_CONFIG, source + describe(exc)) from None
     check_env(cfg.env)
+    check_devices(cfg)
     if cfg.model_path:  # an unusable checkpoint is refused before any stage runs
         from gymflow.policy.checkpoints import check_checkpoint
 
         check_checkpoint(cfg.model_path)
     return cfg
+
+
+def check_devices(cfg: LifecycleConfig) -> None:
+    """A trainer set to ``"cuda"`` on a machine whose torch sees no GPU is refused before any
+    stage (``"auto"`` always resolves, and needs no torch import here)."""
+    from gymflow.policy.device import torch_device
+
+    for field, device in (("sft.device", cfg.sft.device), ("grpo.device", cfg.grpo.device)):
+        if device != "auto":
+            try:
+                torch_device(device)
+            except GymflowError as exc:
+                raise GymflowError(FailureKind.BAD_CONFIG, f"{field}: {exc.detail}") from None
 
 
 def check_env(name: str) -> None:

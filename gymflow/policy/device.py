@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from gymflow.core.failures import FailureKind, GymflowError
 
 DEVICES = ("auto", "cpu", "cuda")
+Device = Literal["auto", "cpu", "cuda"]
+"""A device setting's type (settings models use it; :func:`torch_device` resolves it)."""
 
 
 def torch_device(name: str = "auto"):
@@ -30,3 +34,9 @@ def torch_device(name: str = "auto"):
 def model_device(model):
     """The device a model's weights are on (its first parameter's)."""
     return next(model.parameters()).device
+
+
+def trains_on_cpu(name: str) -> bool:
+    """TRL's ``use_cpu`` for a trainer set to ``name`` (accelerate puts the model on CUDA
+    otherwise)."""
+    return torch_device(name).type == "cpu"

@@ -36,6 +36,7 @@ from gymflow.data.schemas import collected_rollouts
 from gymflow.data.task_table import write_tasks
 from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
+from gymflow.policy.device import Device, trains_on_cpu
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.driver import run_window, training_batch
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS, Episode, Sampling
@@ -137,6 +138,11 @@ class GRPOSettings(BaseModel):
         "~2.8 MB per trained token without it (4 × 405 tokens: 5.0 GB), ~1.1 MB with it "
         "(16 × 405: 7.7 GB; the rest is the 49,152-wide logits); costs a second forward pass.",
     )
+    device: Device = Field(
+        "auto",
+        description="Where GRPO trains (and, without vLLM, rolls out): auto = CUDA when torch "
+        'sees a GPU, else the CPU. vLLM needs the GPU: not "cpu" with vllm.',
+    )
     seed: int = Field(0, description="Trainer and sampling seed.")
     engine: Literal["local", "ray"] = Field(
         "local",
@@ -156,6 +162,8 @@ class GRPOSettings(BaseModel):
             raise ValueError('ray_address is for engine "ray"')
         if self.engine == "ray" and (self.lora is not None or self.vllm != "off"):
             raise ValueError('engine "ray" rolls out full transformers weights: no lora, no vllm')
+        if self.vllm != "off" and self.device == "cpu":
+            raise ValueError('vllm needs the GPU: set device "auto" or "cuda", or vllm "off"')
         return self
 
 
@@ -500,7 +508,7 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
             vllm["vllm_server_base_url"] = settings.vllm_server_url
     return GRPOConfig(
         output_dir=str(output_dir),
-        use_cpu=settings.vllm == "off",  # vLLM needs the GPU; without it training stays on CPU
+        use_cpu=settings.vllm == "off" and trains_on_cpu(settings.device),
         **vllm,
         bf16=False,
         fp16=False,

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.policy.device import Device, trains_on_cpu
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 
 SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
@@ -52,6 +53,9 @@ class SFTSettings(BaseModel):
         description="Recompute activations in the backward pass. SmolLM2-135M on CPU holds "
         "~2.8 MB per trained token without it (4 × 405 tokens: 5.0 GB), ~1.1 MB with it "
         "(16 × 405: 7.7 GB; the rest is the 49,152-wide logits); costs a second forward pass.",
+    )
+    device: Device = Field(
+        "auto", description="Where SFT trains: auto = CUDA when torch sees a GPU, else the CPU."
     )
     seed: int = Field(0, description="Shuffling and init seed.")
 
@@ -176,7 +180,7 @@ def run_sft(
         save_steps=settings.eval_every,
         save_total_limit=KEEP_CHECKPOINTS,
         report_to="mlflow" if log_to_mlflow else "none",
-        use_cpu=True,
+        use_cpu=trains_on_cpu(settings.device),
         bf16=False,
         fp16=False,
         max_length=model.config.max_position_embeddings,  # the model's whole context
