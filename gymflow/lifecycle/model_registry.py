@@ -11,7 +11,6 @@ it pointed at before keeps the ``previous_champion`` alias, and ``gymflow rollba
 from __future__ import annotations
 
 import datetime
-import shutil
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -167,18 +166,15 @@ def champion_version(name: str) -> str | None:
 
 
 def download_version(name: str, version: str, dest: Path) -> Path:
-    """Materialize a registered version as a plain ``from_pretrained`` folder at ``dest``."""
-    import mlflow
+    """Materialize a registered version as a plain ``from_pretrained`` folder at ``dest`` (the
+    policy layer's download: weights and tokenizer, complete or absent)."""
+    from mlflow import MlflowClient
 
-    if (dest / "config.json").exists():
-        return dest
-    local = Path(mlflow.artifacts.download_artifacts(f"models:/{name}/{version}"))
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(local / "model", tmp)
-    for item in (local / "components" / "tokenizer").iterdir():
-        shutil.copy2(item, tmp / item.name)
-    tmp.rename(dest)
+    from gymflow.policy.registered import download_policy
+
+    if not (dest / "config.json").exists():
+        source = MlflowClient().get_model_version_download_uri(name, version)
+        download_policy(source, name, version, dest)
     return dest
 
 

@@ -101,7 +101,7 @@ def resolve(target: str, home: Path | None = None) -> RegisteredPolicy:
     version = str(found.version)
     dest = home / ".cache" / CACHE_FOLDER / name / f"v{version}"
     if not (dest / "config.json").is_file():
-        _download(client.get_model_version_download_uri(name, version), name, version, dest)
+        download_policy(client.get_model_version_download_uri(name, version), name, version, dest)
     return RegisteredPolicy(name, version, alias, _model_id(found), dest)
 
 
@@ -114,7 +114,7 @@ def _model_id(found) -> str | None:
     return source.removeprefix("models:/") if source.startswith("models:/m-") else None
 
 
-def _download(source: str, name: str, version: str, dest: Path) -> None:
+def download_policy(source: str, name: str, version: str, dest: Path) -> None:
     """Copy the version's model weights and tokenizer from its artifact location ``source``
     into ``dest`` (complete or absent). The location, not a ``models:/`` URI: MLflow resolves
     those through its global registry setting, not the client's."""
