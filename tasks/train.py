@@ -62,7 +62,10 @@ def split_train(cfg: LifecycleConfig, data: TaskData):
 def _servers(cfg: LifecycleConfig):
     """``{name: (environment, in-process app)}`` for every environment of the run, in order;
     their verify process pools (math's, code's) are shut down on the way out: a spawned
-    process (the control beside GRPO) could not exit while one waits for work."""
+    process (the control beside GRPO) could not exit while one waits for work. Their idle
+    workers are killed, not asked to stop: CI once hung 16 minutes with the control process
+    joining two workers that never got the executor's stop sentinel (CPython 3.11's
+    ``shutdown(wait=False)``); nothing is in flight once a stage is done with its servers."""
     out = {}
     try:
         for name in cfg.env_weights:
@@ -71,7 +74,7 @@ def _servers(cfg: LifecycleConfig):
         yield out
     finally:
         for _, app in out.values():
-            app.state.verifier.shutdown()
+            app.state.verifier.shutdown(kill=True)
 
 
 def _val_success(cfg: LifecycleConfig, servers: dict[str, tuple], data: TaskData, greedy: bool):
