@@ -49,3 +49,17 @@ def micro_tool_call_model(tmp_path_factory) -> Path:
     return ensure_tiny_model(
         tmp_path_factory.mktemp("cache"), "tool_call", lambda: tokenizer_corpus(env, 400, 5), cfg
     )
+
+
+@pytest.fixture(scope="session")
+def counter_model(tmp_path_factory) -> Path:
+    """A real, untrained embedded model for ``counter`` (64 wide, 2 layers), the GRPO tests'
+    start: read only, so one build serves every test."""
+    from gymflow.environments.counter.environment import CounterEnvironment
+    from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
+
+    env = CounterEnvironment()
+    cfg = TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=192, corpus_size=800)
+    return ensure_tiny_model(
+        tmp_path_factory.mktemp("cache"), "counter", lambda: tokenizer_corpus(env, 800, 5), cfg
+    )

@@ -20,7 +20,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
 from gymflow.eval.evaluation import evaluate_policy
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import Lineage
 from gymflow.train.checkpoint_choice import VALIDATION_FILE, validation_callback
@@ -30,17 +29,6 @@ SETTINGS = GRPOSettings(
     max_steps=8, prompts_per_step=2, num_generations=4, max_new_tokens=10, learning_rate=3e-2,
     temperature=1.0, save_every=3, time_budget_s=None, max_resample_rounds=1, validate_every=2,
 )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory) -> Path:
-    from gymflow.environments.counter.environment import CounterEnvironment
-
-    env = CounterEnvironment()
-    cfg = TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=192, corpus_size=800)
-    return ensure_tiny_model(
-        tmp_path_factory.mktemp("cache"), "counter", lambda: tokenizer_corpus(env, 800, 5), cfg
-    )
 
 
 def _score(env, app, val):
@@ -72,11 +60,11 @@ def _run(base: Path, out: Path, extra: list[TrainerCallback]) -> dict:
     return run_grpo(base, out, source, SETTINGS, log_to_mlflow=False, callbacks=[*extra, choice])
 
 
-def test_the_saved_policy_is_the_best_validated_step(base_model, tmp_path):
+def test_the_saved_policy_is_the_best_validated_step(counter_model, tmp_path):
     out = tmp_path / "grpo"
     with pytest.raises(RuntimeError):
-        _run(base_model, out, [Crash(5)])  # after validating steps 2 and 4, before step 6
-    result = _run(base_model, out, [])
+        _run(counter_model, out, [Crash(5)])  # after validating steps 2 and 4, before step 6
+    result = _run(counter_model, out, [])
     assert Path(result["resumed_from"]).name in {"checkpoint-3", "checkpoint-4"}
 
     record = json.loads((out / VALIDATION_FILE).read_text())

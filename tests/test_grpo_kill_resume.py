@@ -17,34 +17,21 @@ import time
 from pathlib import Path
 
 import polars as pl
-import pytest
 
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.rollout.store import read_rollouts
 
 CHILD = Path(__file__).with_name("grpo_kill_child.py")
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory) -> Path:
-    from gymflow.environments.counter.environment import CounterEnvironment
-
-    env = CounterEnvironment()
-    cfg = TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=192, corpus_size=800)
-    return ensure_tiny_model(
-        tmp_path_factory.mktemp("cache"), "counter", lambda: tokenizer_corpus(env, 800, 5), cfg
-    )
 
 
 def _iterations_on_disk(out: Path) -> set[int]:
     return {int(p.stem.split("-")[1]) for p in (out / "rollouts").glob("part-*.parquet")}
 
 
-def test_killed_grpo_resumes_to_the_same_steps_without_duplicates(base_model, tmp_path):
+def test_killed_grpo_resumes_to_the_same_steps_without_duplicates(counter_model, tmp_path):
     out = tmp_path / "grpo"
     env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(base_model), str(out), "1.0"],
+        [sys.executable, str(CHILD), str(counter_model), str(out), "1.0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     deadline = time.monotonic() + 240
@@ -64,7 +51,7 @@ def test_killed_grpo_resumes_to_the_same_steps_without_duplicates(base_model, tm
     assert {0, 1, 2, 3} <= before and 5 not in before  # killed mid-run, past a checkpoint
 
     done = subprocess.run(
-        [sys.executable, str(CHILD), str(base_model), str(out), "0"],
+        [sys.executable, str(CHILD), str(counter_model), str(out), "0"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -82,12 +69,12 @@ def test_killed_grpo_resumes_to_the_same_steps_without_duplicates(base_model, tm
     assert not list((out / "rollouts").glob(".*.tmp"))
 
 
-def test_a_run_killed_after_its_last_checkpoint_trains_no_further(base_model, tmp_path):
+def test_a_run_killed_after_its_last_checkpoint_trains_no_further(counter_model, tmp_path):
     """Killed between the last step's checkpoint and the end: the resume returns that
     checkpoint's policy with the same step count and training wall time, and runs no step."""
     out = tmp_path / "grpo"
     env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
-    run = [sys.executable, str(CHILD), str(base_model), str(out), "0"]
+    run = [sys.executable, str(CHILD), str(counter_model), str(out), "0"]
     first = json.loads(subprocess.run(run, capture_output=True, env=env, check=True).stdout)
     assert first["steps"] == 6 and (out / "trainer" / "checkpoint-6").is_dir()
     parts = sorted((out / "rollouts").glob("part-*.parquet"))

@@ -17,9 +17,7 @@ from graded_counter import Crash, PassingCounter
 
 from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
-from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.lifecycle.run_plots import grpo_steps, zero_variance_share
-from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.rollout.store import Lineage
 from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
 from gymflow.train.task_pool import TASK_POOL_FILE, TaskPool
@@ -29,15 +27,6 @@ SETTINGS = GRPOSettings(
     temperature=1.0, save_every=2, time_budget_s=None, max_resample_rounds=1,
     task_sampling="difficulty", validate_every=None,
 )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory) -> Path:
-    env = CounterEnvironment()
-    cfg = TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=192, corpus_size=800)
-    return ensure_tiny_model(
-        tmp_path_factory.mktemp("cache"), "counter", lambda: tokenizer_corpus(env, 800, 5), cfg
-    )
 
 
 def _run(base: Path, out: Path, callbacks=()) -> dict:
@@ -53,8 +42,8 @@ def _run(base: Path, out: Path, callbacks=()) -> dict:
     return run_grpo(base, out, source, SETTINGS, log_to_mlflow=False, callbacks=list(callbacks))
 
 
-def test_a_resumed_run_continues_with_the_same_pool_state(base_model, tmp_path):
-    whole = _run(base_model, tmp_path / "whole")
+def test_a_resumed_run_continues_with_the_same_pool_state(counter_model, tmp_path):
+    whole = _run(counter_model, tmp_path / "whole")
     ledger = pl.read_parquet(tmp_path / "whole" / TASK_POOL_FILE)
     assert whole["steps"] == 5 and sorted(set(ledger["step"])) == list(range(5))
     # the pool learned something to steer by: some tasks revisited, several classes seen
@@ -72,10 +61,10 @@ def test_a_resumed_run_continues_with_the_same_pool_state(base_model, tmp_path):
 
     out = tmp_path / "broken"
     with pytest.raises(RuntimeError, match="crash at step 4"):
-        _run(base_model, out, [Crash(4)])  # after step 3's groups, before checkpoint-4
+        _run(counter_model, out, [Crash(4)])  # after step 3's groups, before checkpoint-4
     left = pl.read_parquet(out / TASK_POOL_FILE)
     assert left["step"].max() == 3  # groups past the resume point were recorded: dropped
-    resumed = _run(base_model, out)
+    resumed = _run(counter_model, out)
     assert resumed["resumed_from"].endswith("checkpoint-2")
     again = pl.read_parquet(out / TASK_POOL_FILE)
     assert again.to_dicts() == ledger.to_dicts()  # the same draws and outcomes, step by step
