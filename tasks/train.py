@@ -98,6 +98,16 @@ def _val_success(cfg: LifecycleConfig, servers: dict[str, tuple], data: TaskData
     return success
 
 
+def _demonstrations(cfg: LifecycleConfig, data: TaskData, servers: dict, tokenizer) -> list[dict]:
+    """The run's demonstrations (SFT's, the control's, GRPO's ``demo_loss``): each
+    environment's from its own gold answers."""
+    demos_t, _ = split_train(cfg, data)
+    demos = []
+    for name, (env, _) in servers.items():
+        demos += demonstrations(env, tokenizer, [t for t in demos_t if t.env == name])
+    return demos
+
+
 def _sft(
     run: RunContext,
     cfg: LifecycleConfig,
@@ -112,7 +122,6 @@ def _sft(
     resuming from the last checkpoint there; the stage is named after ``out``."""
     from transformers import AutoTokenizer
 
-    demos_t, _ = split_train(cfg, data)
     tokenizer = AutoTokenizer.from_pretrained(start)
     # The control trains for a wall-time budget, not up to the GRPO start's target.
     control = {"max_steps": 100_000, "target_sampled_success": 1.01}
@@ -120,9 +129,7 @@ def _sft(
     seeded = {"seed": cfg.seed}  # the run's seed drives SFT's order and GRPO's sampling too
     settings = cfg.sft.model_copy(update={**seeded, **(control if is_control else {})})
     with _servers(cfg) as servers:
-        demos = []  # each environment's demonstrations, from its own gold answers
-        for name, (env, _) in servers.items():
-            demos += demonstrations(env, tokenizer, [t for t in demos_t if t.env == name])
+        demos = _demonstrations(cfg, data, servers, tokenizer)
         return run_sft(
             Path(start), out, demos, settings,
             evaluate=_val_success(cfg, servers, data, greedy=False), time_budget_s=budget_s,
@@ -225,7 +232,14 @@ def grpo_stage(
         if settings.validate_every is not None:
             greedy = _val_success(cfg, servers, data, greedy=True)
             callbacks = [*callbacks, validation_callback(greedy, settings.validate_every)]
-        result = run_grpo(Path(start.path), folder, source, settings, callbacks=callbacks)
+        demos = None
+        if settings.demo_loss is not None:  # the same demonstrations SFT and its control use
+            from transformers import AutoTokenizer
+
+            demos = _demonstrations(cfg, data, servers, AutoTokenizer.from_pretrained(start.path))
+        result = run_grpo(
+            Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
+        )
         _log_resumed_from(result)
         if result["validation"] is not None:  # the step handed to the gate, by validation
             mlflow.log_metric("grpo/chosen_step", result["validation"]["chosen_step"])

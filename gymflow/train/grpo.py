@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from gymflow.core.failures import GymflowError
+from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.data.env_mix import draw_tasks
 from gymflow.data.schemas import collected_rollouts
@@ -43,6 +43,7 @@ from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS, Episode, Sampling
 from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
 from gymflow.train.checkpoint_choice import load_chosen
+from gymflow.train.demo_loss import DemoLoss, DemoLossSettings, with_demo_loss
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 from gymflow.train.task_pool import TaskPool, TaskPoolSettings, has_variance
 
@@ -111,6 +112,11 @@ class GRPOSettings(BaseModel):
     )
     task_pool: TaskPoolSettings = Field(
         default_factory=TaskPoolSettings, description='The "difficulty" pool\'s weights.'
+    )
+    demo_loss: DemoLossSettings | None = Field(
+        None,
+        description="Add a small SFT loss on the run's demonstrations to every step "
+        "(gymflow.train.demo_loss); None: the verifier's reward only.",
     )
     validate_every: int | None = Field(
         25,
@@ -403,6 +409,7 @@ def run_grpo(
     log_to_mlflow: bool = True,
     resume: bool = True,
     callbacks: list | None = None,
+    demos: list[dict] | None = None,
 ) -> dict:
     """Train from ``model_path``; resumes from the newest checkpoint in ``out_dir`` if any
     (:mod:`gymflow.train.resume`: the wall time of earlier attempts counts against the budget).
@@ -410,7 +417,8 @@ def run_grpo(
     ``callbacks`` are extra ``TrainerCallback``s, called after the checkpoint's progress is
     recorded (the step benchmark times steps with one; the lifecycle injects failures and
     scores validation with :func:`gymflow.train.checkpoint_choice.validation_callback`: the
-    saved policy is then its best step, ``validation`` in the result says which).
+    saved policy is then its best step, ``validation`` in the result says which). ``demos``
+    (``{"prompt", "completion"}`` pairs, as SFT takes) feed ``settings.demo_loss``.
     """
     import os
 
@@ -443,7 +451,15 @@ def run_grpo(
     dataset = Dataset.from_list(
         [{"prompt": source.pool_ids[i % len(source.pool_ids)]} for i in range(n_rows)]
     )
-    trainer = GRPOTrainer(
+    trainer_cls = GRPOTrainer
+    if settings.demo_loss is not None:
+        if not demos:
+            raise GymflowError(
+                FailureKind.BAD_CONFIG, "grpo.demo_loss needs demonstrations; the run has none"
+            )
+        demo_loss = DemoLoss(demos, tokenizer, settings.demo_loss, settings.seed)
+        trainer_cls = with_demo_loss(GRPOTrainer, demo_loss)
+    trainer = trainer_cls(
         model=model,
         reward_funcs=[env_reward],
         args=config,
