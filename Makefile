@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test setup setup-dev fetch-model lint clean
+.PHONY: run test setup setup-dev fetch-model fetch-data lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,8 +39,16 @@ run: $(STAMP)
 fetch-model: $(STAMP)
 	$(BIN)/gymflow models fetch smollm2-135m-instruct
 
+# Public benchmarks' held-out sets (BFCL simple_python and live_simple, from the pinned PyPI wheel
+# bfcl-eval; not part of `run`): `gymflow eval --split bfcl:...` and the gate's general_sets.
+fetch-data: $(STAMP)
+	$(BIN)/gymflow tasks fetch bfcl
+
+# The BFCL fetch is best effort, once per clone (later runs find it): the tests that need it
+# fetch it themselves otherwise.
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/gymflow tasks fetch bfcl >/dev/null || echo "warning: gymflow tasks fetch bfcl failed"
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 clean:

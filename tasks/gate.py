@@ -12,7 +12,7 @@ from prefect import task
 from gymflow.data.task_table import read_tasks
 from gymflow.eval.compare import paired_differences
 from gymflow.eval.gate import Candidate, Champion, GateResult, choose, latency_figures
-from gymflow.eval.general_check import evaluate_general, general_envs
+from gymflow.eval.general_check import env_sets, evaluate_general, external_sets, general_envs
 from gymflow.eval.splits import GeneratedSplit
 from gymflow.eval.stats import paired_delta
 from gymflow.lifecycle.config import LifecycleConfig
@@ -115,21 +115,25 @@ def heldout_gate(
         def decide() -> GateResult:
             return choose(base_summary, candidates, cfg.gate, vs_control, held, start_label)
 
-        # General capability can only refuse: only candidates that pass everything else (and
-        # the start, to pair with) are evaluated on the general environments.
+        # An environment's general check can only refuse: only candidates that pass everything
+        # else (and the start, to pair with) are evaluated there. External sets (BFCL) are the
+        # run's transfer figures as well, so the start and every candidate are evaluated.
         worth = [v.candidate for v in decide().verdicts if v.passed]
         envs = general_envs(cfg.gate.general_envs, set(cfg.env_weights)) if worth else []
+        start = {"baseline": baseline.path}
+        where = (GeneratedSplit.like(cfg), cfg.seed, cfg.max_new_tokens, run.dir, run.cache_dir)
         general = evaluate_general(
-            envs, {"baseline": baseline.path} | {name: paths[name] for name in worth},
-            GeneratedSplit.like(cfg), cfg.gate.general_n, cfg.seed, cfg.max_new_tokens, run.dir,
-            run.cache_dir,
-        )  # fmt: skip
+            env_sets(envs, cfg.gate.general_n), start | {n: paths[n] for n in worth}, *where
+        )
+        general |= evaluate_general(
+            external_sets(cfg.gate.general_sets, cfg.gate.general_sets_n), start | paths, *where
+        )
         for c in candidates:
-            if c.name in worth:
-                c.general = {
-                    env: paired_differences(by[c.name], by["baseline"])["success"]
-                    for env, by in general.items()
-                }
+            c.general = {
+                name: paired_differences(by[c.name], by["baseline"])["success"]
+                for name, by in general.items()
+                if c.name in by
+            }
         decision = decide()
         comparison = None
         if control is not None:
@@ -151,8 +155,13 @@ def heldout_gate(
             sft_control=comparison,
             champion=champion,
             general={
-                env: {label: _success(rows) for label, rows in by.items()}
-                for env, by in general.items()
+                name: {label: _success(rows) for label, rows in by.items()}
+                for name, by in general.items()
+            },
+            general_n={name: len(by["baseline"]) for name, by in general.items()},
+            general_deltas={
+                name: {c.name: _delta(c.general[name]) for c in candidates if name in c.general}
+                for name in general
             },
             chosen_path=paths[decision.chosen],
             per_env=_per_env_report(base, evals, candidates, champion_eval),
@@ -189,6 +198,11 @@ def _success(rows: list[dict]) -> float:
     return sum(r["success"] for r in rows) / max(1, len(rows))
 
 
+def _delta(difference: dict) -> dict:
+    """A paired difference as the report keeps it: ``{"delta", "ci95"}``."""
+    return {"delta": difference["delta"], "ci95": list(difference["ci95"])}
+
+
 def _log(report: GateReport) -> None:
     import mlflow
 
@@ -199,8 +213,13 @@ def _log(report: GateReport) -> None:
     for verdict in decision.verdicts:
         if verdict.champion_delta is not None:
             metrics[f"{verdict.candidate}_minus_champion"] = verdict.champion_delta
-    for env, by in report.general.items():
-        metrics |= {f"general/{env}/{label}_success": v for label, v in by.items()}
+    for name, by in report.general.items():
+        metrics |= {f"general/{name}/{label}_success": v for label, v in by.items()}
+        for label, d in report.general_deltas.get(name, {}).items():
+            lo, hi = d["ci95"]
+            metrics |= {f"general/{name}/{label}_delta_success": d["delta"],
+                        f"general/{name}/{label}_delta_ci95_lo": lo,
+                        f"general/{name}/{label}_delta_ci95_hi": hi}  # fmt: skip
     for env, held in report.per_env.items():
         metrics |= {f"{env}/delta_success_{name}": d["delta"] for name, d in held.deltas.items()}
     mlflow.log_metrics(metrics)

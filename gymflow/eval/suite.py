@@ -56,7 +56,8 @@ class EvalOptions(BaseModel):
     split: str = Field(
         "heldout",
         description="val, heldout (a run's with --run, else regenerated as a default run "
-        "splits it), or a task file (.parquet table, or JSONL in --format).",
+        "splits it), an external set (bfcl:simple_python, bfcl:live_simple; fetched on first "
+        "use), or a task file (.parquet table, or JSONL in --format).",
     )
     fmt: str = Field("gymflow", description="Format of a JSONL task file (as for gymflow verify).")
     run: str | None = Field(

@@ -14,7 +14,12 @@ from pathlib import Path
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_plots import draw_plots
 from gymflow.lifecycle.stage_results import LifecycleResults
-from gymflow.lifecycle.summary import ENV_TABLE_HEADER, env_table_rows
+from gymflow.lifecycle.summary import (
+    ENV_TABLE_HEADER,
+    GENERAL_TABLE_HEADER,
+    env_table_rows,
+    general_table_rows,
+)
 
 _RATES = ("success", "reward", "valid_json")
 
@@ -42,6 +47,15 @@ def summary_markdown(summary: dict) -> str:
             "",
             "| " + " | ".join(ENV_TABLE_HEADER) + " |",
             "|---|" + "---|" * (len(ENV_TABLE_HEADER) - 1),
+            *("| " + " | ".join(cells) + " |" for cells in rows),
+        ]
+    if rows := general_table_rows(summary):
+        lines += [
+            "",
+            "General capability (success on sets the run does not train on; paired, greedy):",
+            "",
+            "| " + " | ".join(GENERAL_TABLE_HEADER) + " |",
+            "|---|" + "---|" * (len(GENERAL_TABLE_HEADER) - 1),
             *("| " + " | ".join(cells) + " |" for cells in rows),
         ]
     gate, reg = summary["gate"], summary["registry"]

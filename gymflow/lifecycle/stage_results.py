@@ -188,9 +188,16 @@ class GateReport(StageResult):
     champion: ChampionComparison | None = None
     """The champion the candidates had to beat; None without one, or when it is the start."""
     general: dict[str, dict[str, float]] = Field(default_factory=dict)
-    """General capability: held-out success per environment the run did not train on, per
-    policy evaluated there: the start (``baseline``) and the candidates (``grpo``,
-    ``sft_control``) that passed every other check (this one can only refuse)."""
+    """General capability: success per set, per policy evaluated there: the start
+    (``baseline``) and the candidates (``grpo``, ``sft_control``). A set is an environment the
+    run did not train on (its held-out split; only candidates that passed every other check,
+    since this one can only refuse) or an external set (``bfcl:simple_python``: every
+    candidate, as the run's before/after figure on a public benchmark)."""
+    general_n: dict[str, int] = Field(default_factory=dict)
+    """Tasks per general set."""
+    general_deltas: dict[str, dict[str, dict]] = Field(default_factory=dict)
+    """Per general set, per candidate evaluated there: its paired success difference with the
+    start, ``{"delta", "ci95"}`` (95 % CI)."""
     chosen_path: str | None = None
     """The checkpoint of ``gate.chosen``: what ``promote`` registers."""
     per_env: dict[str, EnvHeldout] = Field(default_factory=dict)

@@ -56,6 +56,7 @@ def build_summary(
             "ci95": gate.ci95,
             **({"per_env": _per_env(gate, rates)} if gate.per_env else {}),
         },
+        **({"general": _general(gate)} if gate.general else {}),
         "gate": gate.gate.model_dump(),
         "registry": results.promote.model_dump(
             include={"model", "version", "champion_alias_moved", "previous_champion"}
@@ -114,6 +115,49 @@ def _per_env(gate, rates) -> dict:
             }
         out[env] = row
     return out
+
+
+def _general(gate) -> dict:
+    """The general-capability sets: tasks, success per policy evaluated there and each
+    candidate's paired success difference with the start (95 % CI)."""
+    return {
+        name: {
+            "n": gate.general_n.get(name),
+            "success": by,
+            "delta_success": gate.general_deltas.get(name, {}),
+        }
+        for name, by in gate.general.items()
+    }
+
+
+GENERAL_TABLE_HEADER = [
+    "general set",
+    "n",
+    "start",
+    "GRPO",
+    "GRPO − start, points [95% CI]",
+    "SFT control",
+    "control − start, points [95% CI]",
+]
+
+
+def general_table_rows(summary: dict) -> list[list[str]]:
+    """One row per general-capability set (held-out splits of other environments, external
+    sets such as ``bfcl:simple_python``): success of the start and of each candidate evaluated
+    there, with its paired gain over the start; ``""`` for a policy not evaluated there."""
+    rows = []
+    for name, g in summary.get("general", {}).items():
+        cells = [name, str(g["n"]), f"{g['success']['baseline']:.3f}"]
+        for label in ("grpo", "sft_control"):
+            d = g["delta_success"].get(label)
+            if d is None:
+                cells += ["", ""]
+                continue
+            lo, hi = d["ci95"]
+            cells += [f"{g['success'][label]:.3f}",
+                      f"{100 * d['delta']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"]  # fmt: skip
+        rows.append(cells)
+    return rows
 
 
 def env_table_rows(summary: dict) -> list[list[str]]:
@@ -206,6 +250,15 @@ def render_table(summary: dict) -> str:
         for cells in rows:
             per_env.add_row(*cells)
         console.print(per_env)
+    if rows := general_table_rows(summary):
+        general = Table(title="general capability: success on sets not trained on (paired, greedy)")
+        for column in GENERAL_TABLE_HEADER:
+            general.add_column(
+                column, justify="left" if column == GENERAL_TABLE_HEADER[0] else "right"
+            )
+        for cells in rows:
+            general.add_row(*cells)
+        console.print(general)
     lo, hi = h["ci95"]
     console.print(f"success delta {h['delta_success']:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])")
     if summary.get("sft_control", {}).get("grpo_minus_control") is not None:

