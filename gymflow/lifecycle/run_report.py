@@ -40,24 +40,12 @@ def summary_markdown(summary: dict) -> str:
     for label, s in policies:
         cells = (f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if rows := env_table_rows(summary):
-        lines += [
-            "",
-            "Per environment (paired on each one's held-out tasks):",
-            "",
-            "| " + " | ".join(ENV_TABLE_HEADER) + " |",
-            "|---|" + "---|" * (len(ENV_TABLE_HEADER) - 1),
-            *("| " + " | ".join(cells) + " |" for cells in rows),
-        ]
-    if rows := general_table_rows(summary):
-        lines += [
-            "",
-            "General capability (success on sets the run does not train on; paired, greedy):",
-            "",
-            "| " + " | ".join(GENERAL_TABLE_HEADER) + " |",
-            "|---|" + "---|" * (len(GENERAL_TABLE_HEADER) - 1),
-            *("| " + " | ".join(cells) + " |" for cells in rows),
-        ]
+    lines += _table("Per environment (paired on each one's held-out tasks):",
+                    ENV_TABLE_HEADER, env_table_rows(summary))  # fmt: skip
+    lines += _table(
+        "General capability (success on sets the run does not train on; paired, greedy):",
+        GENERAL_TABLE_HEADER, general_table_rows(summary),
+    )  # fmt: skip
     gate, reg = summary["gate"], summary["registry"]
     lo, hi = h["ci95"]
     moved = "moved to it" if reg["champion_alias_moved"] else "not moved"
@@ -77,6 +65,20 @@ def summary_markdown(summary: dict) -> str:
         f"| **total** | {summary['wall_s']:.1f} |",
     ]
     return "\n".join(lines)
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """A titled markdown table; nothing without rows."""
+    if not rows:
+        return []
+    return [
+        "",
+        title,
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "---|" * (len(header) - 1),
+        *("| " + " | ".join(cells) + " |" for cells in rows),
+    ]
 
 
 def report_markdown(summary: dict, plots: list[Path], run_dir: Path) -> str:

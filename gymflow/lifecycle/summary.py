@@ -243,22 +243,19 @@ def render_table(summary: dict) -> str:
     buf = StringIO()
     console = Console(file=buf, width=110, force_terminal=False)
     console.print(table)
-    if rows := env_table_rows(summary):
-        per_env = Table(title="held-out success per environment (paired, greedy)")
-        for column in ENV_TABLE_HEADER:
-            per_env.add_column(column, justify="left" if column == ENV_TABLE_HEADER[0] else "right")
-        for cells in rows:
-            per_env.add_row(*cells)
-        console.print(per_env)
-    if rows := general_table_rows(summary):
-        general = Table(title="general capability: success on sets not trained on (paired, greedy)")
-        for column in GENERAL_TABLE_HEADER:
-            general.add_column(
-                column, justify="left" if column == GENERAL_TABLE_HEADER[0] else "right"
-            )
-        for cells in rows:
-            general.add_row(*cells)
-        console.print(general)
+    for title, header, rows in (
+        ("held-out success per environment (paired, greedy)", ENV_TABLE_HEADER,
+         env_table_rows(summary)),
+        ("general capability: success on sets not trained on (paired, greedy)",
+         GENERAL_TABLE_HEADER, general_table_rows(summary)),
+    ):  # fmt: skip
+        if rows:
+            extra = Table(title=title)
+            for column in header:
+                extra.add_column(column, justify="left" if column == header[0] else "right")
+            for cells in rows:
+                extra.add_row(*cells)
+            console.print(extra)
     lo, hi = h["ci95"]
     console.print(f"success delta {h['delta_success']:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])")
     if summary.get("sft_control", {}).get("grpo_minus_control") is not None:
