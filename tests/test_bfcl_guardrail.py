@@ -149,7 +149,8 @@ def test_the_gate_evaluates_bfcl_for_the_start_and_every_candidate(
 
     _home_with_bfcl(gym_home, bfcl)
     cfg = LifecycleConfig(
-        env="planted_silence", n_tasks=200, heldout_frac=0.2, heldout_n=32,
+        env="planted_silence", registered_model="gymflow-bfcl-guardrail-test",  # no champion
+        n_tasks=200, heldout_frac=0.2, heldout_n=32,
         max_new_tokens=champion_tests.TOKENS,
         gate={"general_envs": [], "general_sets": ["bfcl:simple_python"], "general_sets_n": 12},
     )  # fmt: skip
@@ -176,6 +177,7 @@ def test_the_gate_evaluates_bfcl_for_the_start_and_every_candidate(
         assert rows["reward"].to_list() == [-1.0] * 12, "no call on a call task: BFCL's -1"
         assert set(rows["failure_kind"]) == {kind}, label
     gate = report.gate
+    assert gate.compared_with == ["the start"] and report.champion is None
     assert gate.passed and gate.chosen == "grpo"
     assert "general capability on bfcl:simple_python: success +0.000 (95% CI [+0.000, +0.000])" in (
         gate.verdicts[0].reason
