@@ -104,6 +104,12 @@ def test_transformers_specs_load_a_folder(tiny_model, tmp_path):
         assert isinstance(load_policy(spec), TransformersPolicy)
     with pytest.raises(GymflowError, match="no model folder"):
         load_policy(f"transformers:{tmp_path / 'missing'}")
+    # catalog models and .gguf files are checkpoints as the README shows them, not folders:
+    # they reach the catalog and the GGUF reader (which refuse these two in their own words)
+    with pytest.raises(GymflowError, match="no catalog model 'nope'"):
+        load_policy("transformers:catalog:nope")
+    with pytest.raises(GymflowError, match="GGUF"):
+        load_policy(f"transformers:{tmp_path / 'missing.gguf'}")
 
 
 def test_policy_serve_refuses_what_it_cannot_serve(tmp_path):

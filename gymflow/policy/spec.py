@@ -99,7 +99,12 @@ def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | 
 
         return TransformersPolicy.from_path(str(resolve(spec.target, home).path))
     if spec.backend == "transformers":
-        if not Path(spec.target).is_dir():
+        from gymflow.policy.checkpoints import CATALOG_PREFIX
+        from gymflow.policy.gguf_checkpoint import is_gguf
+
+        # a .gguf file and catalog:NAME are checkpoints too: from_path converts them once
+        converted = spec.target.startswith(CATALOG_PREFIX) or is_gguf(spec.target)
+        if not converted and not Path(spec.target).is_dir():
             raise _bad(f"no model folder at {spec.target!r}")
         from gymflow.policy.transformers_backend import TransformersPolicy
 
