@@ -159,7 +159,7 @@ def settings(steps: int) -> GRPOSettings:
     return GRPOSettings(
         max_steps=steps + 1, prompts_per_step=4, num_generations=8, learning_rate=1e-4,
         temperature=0.7, max_new_tokens=48, dynamic_sampling=False, save_every=10**6,
-        time_budget_s=None, seed=0,
+        time_budget_s=None, seed=0, demo_loss=None, task_sampling="uniform",
     )  # fmt: skip
 
 

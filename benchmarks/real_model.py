@@ -193,7 +193,7 @@ def grpo_step(folder: Path, env, tasks, out: Path, device) -> dict:
     settings = GRPOSettings(
         max_steps=4, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
         dynamic_sampling=False, save_every=10**6, time_budget_s=None, seed=0,
-        gradient_checkpointing=True, device=device.type,
+        gradient_checkpointing=True, device=device.type, demo_loss=None, task_sampling="uniform",
     )  # fmt: skip
     timer = step_timer(device)
     source = RolloutSource(env, build_app(env), tasks, settings, out_dir=out)

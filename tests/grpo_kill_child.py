@@ -50,7 +50,7 @@ def main(base: Path, out: Path, slow_s: float) -> None:
     settings = GRPOSettings(
         max_steps=6, prompts_per_step=2, num_generations=4, max_new_tokens=12,
         learning_rate=1e-2, temperature=1.0, save_every=2, time_budget_s=None,
-        dynamic_sampling=False,
+        dynamic_sampling=False, demo_loss=None, task_sampling="uniform",
     )  # fmt: skip
     lineage = Lineage("kill-resume", 0, 0, "grpo", env.name, env.version, "test")
     source = RolloutSource(env, build_app(env), pool, settings, out, lineage)

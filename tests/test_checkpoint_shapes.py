@@ -180,7 +180,7 @@ def test_grpo_trains_two_steps_on_the_checkpoint(checkpoints, tmp_path, shape):
     settings = GRPOSettings(
         max_steps=2, prompts_per_step=2, num_generations=4, max_new_tokens=12,
         learning_rate=1e-2, temperature=1.0, save_every=1000, time_budget_s=None,
-        dynamic_sampling=False,
+        dynamic_sampling=False, demo_loss=None, task_sampling="uniform",
     )  # fmt: skip
     rewards: list[float] = []
     pool = build_tasks(env, 32, 3, 0.0, 0.0)

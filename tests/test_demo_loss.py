@@ -25,7 +25,7 @@ from gymflow.train.sft import demonstrations
 SETTINGS = GRPOSettings(
     max_steps=6, prompts_per_step=2, num_generations=4, max_new_tokens=10, learning_rate=1e-2,
     temperature=1.0, save_every=10, time_budget_s=None, max_resample_rounds=0,
-    validate_every=None,
+    validate_every=None, demo_loss=None, task_sampling="uniform",
 )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
 SETTINGS = GRPOSettings(
     max_steps=8, prompts_per_step=2, num_generations=4, max_new_tokens=10, learning_rate=3e-2,
     temperature=1.0, save_every=3, time_budget_s=None, max_resample_rounds=1, validate_every=2,
+    demo_loss=None, task_sampling="uniform",
 )  # fmt: skip
 
 

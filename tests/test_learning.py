@@ -66,7 +66,7 @@ def test_sft_then_grpo_raise_heldout_reward(setting):
 
     settings = GRPOSettings(
         max_steps=GRPO_STEPS, prompts_per_step=4, num_generations=8, learning_rate=3e-4, temperature=1.0,
-        save_every=1000, time_budget_s=None,
+        save_every=1000, time_budget_s=None, demo_loss=None, task_sampling="uniform",
     )  # fmt: skip
     source = RolloutSource(env, app, train[400:], settings)
     grpo = run_grpo(Path(sft["path"]), out / "grpo", source, settings, log_to_mlflow=False)

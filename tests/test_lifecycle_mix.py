@@ -209,3 +209,16 @@ def test_weights_are_normalized_and_env_is_the_mix_first():
     single = cfg.overridden({"env": "games"})
     assert single.envs is None and single.env == "games" and single.env_weights == {"games": 1.0}
     assert cfg.overridden({"registered_model": "my-agent"}).model_name == "my-agent"
+
+
+def test_task_sampling_defaults_to_the_pool_on_one_env_and_uniform_on_a_mix():
+    assert LifecycleConfig().grpo.task_sampling == "difficulty"
+    mix = run_config(overrides={"envs": {"math": 1, "tool_call": 1}})
+    assert mix.grpo.task_sampling == "uniform"  # the pool does not weigh environments
+    # switching between one env and a mix re-derives it unless it was given
+    assert LifecycleConfig().overridden({"envs": {"math": 1, "games": 1}}).grpo.task_sampling == (
+        "uniform"
+    )
+    assert mix.overridden({"env": "games"}).grpo.task_sampling == "difficulty"
+    kept = LifecycleConfig(grpo={"task_sampling": "uniform"}).overridden({"env": "math"})
+    assert kept.grpo.task_sampling == "uniform"

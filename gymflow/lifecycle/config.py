@@ -123,6 +123,8 @@ class LifecycleConfig(BaseModel):
                 f"them in envs only (env is then its first, {first!r}); drop env"
             )
         self.env = first
+        if "task_sampling" not in self.grpo.model_fields_set:  # the pool weighs one env only
+            self.grpo = self.grpo.model_copy(update={"task_sampling": "uniform"})
         unsupported = {
             "task_data.train_files": self.task_data.train_files,
             "task_data.heldout_files": self.task_data.heldout_files,
@@ -182,6 +184,10 @@ class LifecycleConfig(BaseModel):
             base.pop("env")
         elif "env" in changes and "envs" not in changes:
             base["envs"] = None
+        becomes_mix = changes.get("envs", base["envs"]) is not None
+        given = "task_sampling" in changes.get("grpo", {})
+        if becomes_mix != (self.envs is not None) and not given:
+            base["grpo"].pop("task_sampling")  # its default differs between one env and a mix
         return self.model_validate(merge(base, changes))
 
     def digest(self) -> str:

@@ -27,8 +27,8 @@ class DemoLossSettings(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    weight: float = Field(0.1, gt=0.0, le=10.0, description="Factor on the demonstrations' NLL.")
-    batch_size: int = Field(8, ge=1, description="Demonstrations per GRPO step.")
+    weight: float = Field(4.0, gt=0.0, le=10.0, description="Factor on the demonstrations' NLL.")
+    batch_size: int = Field(16, ge=1, description="Demonstrations per GRPO step.")
 
 
 class DemoLoss:

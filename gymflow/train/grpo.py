@@ -83,7 +83,7 @@ class GRPOSettings(BaseModel):
     num_generations: int = Field(
         8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
     )
-    learning_rate: float = Field(1e-4, gt=0.0, le=1.0, description="Constant learning rate.")
+    learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Constant learning rate.")
     beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
     loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
     importance_sampling_level: Literal["token", "sequence"] = Field(
@@ -95,7 +95,7 @@ class GRPOSettings(BaseModel):
     lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
     epsilon_high: float = Field(0.28, gt=0.0, description="Upper clip (DAPO clip-higher).")
     temperature: float = Field(
-        0.7,
+        1.0,
         gt=0.0,
         le=5.0,
         description="Rollout sampling temperature (TRL scales the loss's logits to match).",
@@ -106,17 +106,18 @@ class GRPOSettings(BaseModel):
     )
     max_resample_rounds: int = Field(2, ge=0, description="Replacement rounds per batch at most.")
     task_sampling: Literal["uniform", "difficulty"] = Field(
-        "uniform",
+        "difficulty",
         description='Which tasks a step draws: "uniform" (TRL\'s shuffled dataset) or '
-        '"difficulty" (a pool that tracks pass rates, gymflow.train.task_pool).',
+        '"difficulty" (a pool that tracks pass rates, gymflow.train.task_pool; a run on '
+        'several environments, which the pool does not weigh, falls back to "uniform").',
     )
     task_pool: TaskPoolSettings = Field(
         default_factory=TaskPoolSettings, description='The "difficulty" pool\'s weights.'
     )
     demo_loss: DemoLossSettings | None = Field(
-        None,
-        description="Add a small SFT loss on the run's demonstrations to every step "
-        "(gymflow.train.demo_loss); None: the verifier's reward only.",
+        default_factory=DemoLossSettings,
+        description="Add an SFT loss on the run's demonstrations to every step "
+        "(gymflow.train.demo_loss); null: the verifier's reward only.",
     )
     validate_every: int | None = Field(
         25,

@@ -60,10 +60,10 @@ class TaskPoolSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
     replay_share: float = Field(
-        0.5, ge=0.0, le=1.0, description="Chance a slot revisits a known task (else: unknown)."
+        0.8, ge=0.0, le=1.0, description="Chance a slot revisits a known task (else: unknown)."
     )
     failed_weight: float = Field(
-        0.2, ge=0.0, description="Revisit weight of a failed task (a learning one: 1+floor-p)."
+        0.05, ge=0.0, description="Revisit weight of a failed task (a learning one: 1+floor-p)."
     )
     learning_floor: float = Field(
         0.25, gt=0.0, description="Added to a learning task's weight so no such task is starved."
