@@ -25,7 +25,7 @@ from gymflow.train.task_pool import TASK_POOL_FILE, TaskPool
 SETTINGS = GRPOSettings(
     max_steps=5, prompts_per_step=2, num_generations=4, max_new_tokens=10, learning_rate=1e-2,
     temperature=1.0, save_every=2, time_budget_s=None, max_resample_rounds=1,
-    task_sampling="difficulty", validate_every=None,
+    task_sampling="difficulty", validate_every=None, demo_loss=None,
 )  # fmt: skip
 
 
