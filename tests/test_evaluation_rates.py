@@ -1,6 +1,7 @@
 """The evaluation's valid-format rate for verifiers that report a ``format`` component
 (tool_call) and for those that score outcomes only (workplace): a well-formed episode counts
-as valid, a malformed one does not, whichever way the verifier says it."""
+as valid, a malformed one or one without any tool call does not, whichever way the verifier
+says it."""
 
 from __future__ import annotations
 
@@ -31,3 +32,9 @@ def test_valid_format_rate_counts_well_formed_episodes(env_name):
     assert good["success"] == 1.0 and good["valid_json"] == 1.0, rows
     rows, bad = evaluate_policy(env, app, broken, tasks, max_new_tokens=1 << 20)
     assert bad["valid_json"] == 0.0 and {r["failure_kind"] for r in rows} == {"invalid_json"}
+    # a model that answers in prose and never calls a tool has not learned the format either
+    silent = ScriptedPolicy.replay(["I have taken care of it."])
+    rows, mute = evaluate_policy(env, app, silent, tasks, max_new_tokens=1 << 20)
+    failed = [r for r in rows if not r["success"]]
+    assert failed and {r["failure_kind"] for r in failed} == {"no_tool_call"}, rows
+    assert mute["valid_json"] == sum(r["success"] for r in rows) / len(rows), mute

@@ -192,10 +192,12 @@ def _loaded(arguments: str):
 
 def _well_formed(score: dict) -> bool:
     """Every turn parsed: the verifier's ``format`` component where it reports one (tool_call),
-    else no ``invalid_json`` failure (verifiers such as workplace's score outcomes only)."""
+    else neither an ``invalid_json`` nor a ``no_tool_call`` failure (verifiers such as
+    workplace's score outcomes only: a model that never calls a tool writes nothing unparseable,
+    and counted as well-formed it made the baseline skip SFT)."""
     if "format" in score["components"]:
         return score["components"]["format"] == 1.0
-    return score["failure_kind"] != FailureKind.INVALID_JSON
+    return score["failure_kind"] not in (FailureKind.INVALID_JSON, FailureKind.NO_TOOL_CALL)
 
 
 def summarize(rows: list[dict]) -> dict:
