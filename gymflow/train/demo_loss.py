@@ -1,9 +1,10 @@
-"""A small SFT loss on the demonstrations, added to every GRPO step (``GRPOSettings.demo_loss``).
+"""An SFT loss on the demonstrations, added to every GRPO step (``GRPOSettings.demo_loss``, on
+by default at weight 4; ``null`` turns it off).
 
 On the embedded model GRPO's held-out success stops rising after a few dozen steps while more
 SFT over the same demonstrations keeps climbing (``docs/tuning.md``): what the policy still
 gets wrong is mostly copying values it has seen in demonstrations, which imitation teaches
-faster than a binary reward. Mixing an imitation term into the RL objective (as InstructGPT
+faster than the verifier's reward does. Mixing an imitation term into the RL objective (as InstructGPT
 mixed its pretraining loss into PPO's) keeps that learning going while the verifier's reward
 shapes the rest. The SFT control trains on the same demonstrations, so the comparison stays
 fair: the question becomes whether the reward adds anything to imitation.
