@@ -11,7 +11,16 @@ from gymflow.data.task_set import build_tasks
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
 from gymflow.eval.evaluation import evaluate_policy
+from gymflow.policy.base import Generation
 from gymflow.policy.scripted import ScriptedPolicy
+
+
+class RamblingPolicy(ScriptedPolicy):
+    """Prose that never ends: every turn runs into the token budget without a call."""
+
+    def _one(self, ids: list[int]) -> Generation:
+        text = "Let me think about what the user wants here and then"
+        return Generation(list(text.encode()), [0.0] * len(text), text, False)
 
 
 @pytest.mark.parametrize("env_name", ["tool_call", "workplace"])
@@ -38,3 +47,8 @@ def test_valid_format_rate_counts_well_formed_episodes(env_name):
     failed = [r for r in rows if not r["success"]]
     assert failed and {r["failure_kind"] for r in failed} == {"no_tool_call"}, rows
     assert mute["valid_json"] == sum(r["success"] for r in rows) / len(rows), mute
+    # nor has one whose every answer the token budget cut before any call was written
+    rows, cut = evaluate_policy(env, app, RamblingPolicy.replay([""]), tasks, max_new_tokens=1 << 20)
+    failed = [r for r in rows if not r["success"]]
+    assert failed and {r["failure_kind"] for r in failed} == {"truncated"}, rows
+    assert cut["valid_json"] == sum(r["success"] for r in rows) / len(rows), cut

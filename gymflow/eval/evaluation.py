@@ -190,14 +190,20 @@ def _loaded(arguments: str):
         return arguments
 
 
+_MALFORMED = (FailureKind.INVALID_JSON, FailureKind.NO_TOOL_CALL)
+
+
 def _well_formed(score: dict) -> bool:
     """Every turn parsed: the verifier's ``format`` component where it reports one (tool_call),
     else neither an ``invalid_json`` nor a ``no_tool_call`` failure (verifiers such as
     workplace's score outcomes only: a model that never calls a tool writes nothing unparseable,
-    and counted as well-formed it made the baseline skip SFT)."""
+    and counted as well-formed it made the baseline skip SFT). An episode the token budget cut
+    is judged by the verifier's own verdict (``verdict_kind``): an untrained model rambles into
+    the budget without ever writing a call."""
     if "format" in score["components"]:
         return score["components"]["format"] == 1.0
-    return score["failure_kind"] not in (FailureKind.INVALID_JSON, FailureKind.NO_TOOL_CALL)
+    kinds = {score["failure_kind"], score.get("verdict_kind")}
+    return not kinds & set(_MALFORMED)
 
 
 def summarize(rows: list[dict]) -> dict:

@@ -222,8 +222,14 @@ def _open(ep: Episode, policy: Policy | ChatPolicy, prompt_cache: dict[str, list
 def _set_score(ep: Episode, score: dict) -> None:
     if ep.truncated and not score["success"]:
         # the budget cut the episode: say so, keeping the verifier's own verdict in detail
+        # (for a reader) and in verdict_kind (for evaluation's format rate)
         verdict = f"{score['failure_kind']}: {score.get('detail', '')}".rstrip(": ")
-        score = {**score, "failure_kind": str(FailureKind.TRUNCATED), "detail": verdict}
+        score = {
+            **score,
+            "failure_kind": str(FailureKind.TRUNCATED),
+            "verdict_kind": str(score["failure_kind"]),
+            "detail": verdict,
+        }
     ep.score = score
 
 
