@@ -48,7 +48,9 @@ def test_valid_format_rate_counts_well_formed_episodes(env_name):
     assert failed and {r["failure_kind"] for r in failed} == {"no_tool_call"}, rows
     assert mute["valid_json"] == sum(r["success"] for r in rows) / len(rows), mute
     # nor has one whose every answer the token budget cut before any call was written
-    rows, cut = evaluate_policy(env, app, RamblingPolicy.replay([""]), tasks, max_new_tokens=1 << 20)
+    rows, cut = evaluate_policy(
+        env, app, RamblingPolicy.replay([""]), tasks, max_new_tokens=1 << 20
+    )
     failed = [r for r in rows if not r["success"]]
     assert failed and {r["failure_kind"] for r in failed} == {"truncated"}, rows
     assert cut["valid_json"] == sum(r["success"] for r in rows) / len(rows), cut
