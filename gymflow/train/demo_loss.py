@@ -22,6 +22,8 @@ import random
 
 from pydantic import BaseModel, Field
 
+from gymflow.train.success_replay import SuccessReplay
+
 
 class DemoLossSettings(BaseModel):
     """How much imitation each GRPO step mixes in."""
@@ -30,40 +32,70 @@ class DemoLossSettings(BaseModel):
 
     weight: float = Field(4.0, gt=0.0, le=10.0, description="Factor on the demonstrations' NLL.")
     batch_size: int = Field(16, ge=1, description="Demonstrations per GRPO step.")
+    success_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of each step's batch drawn from GRPO's own verified successes "
+        "(gymflow.train.success_replay; the rest are demonstrations); 0: demonstrations only.",
+    )
+
+
+Row = tuple[list[int], list[int], list[int]]
+"""(prompt ids, completion ids, target mask): the loss is on completion tokens whose mask is 1."""
 
 
 class DemoLoss:
-    """The demonstrations, tokenized once; :meth:`loss` is one step's weighted NLL."""
+    """The demonstrations, tokenized once; :meth:`loss` is one step's weighted NLL.
 
-    def __init__(self, demos: list[dict], tokenizer, settings: DemoLossSettings, seed: int):
-        self.settings, self.seed = settings, seed
+    With ``replay`` (and ``settings.success_share`` above 0) part of every batch comes from the
+    policy's own verified successes once there are any (:mod:`gymflow.train.success_replay`).
+    """
+
+    def __init__(
+        self,
+        demos: list[dict],
+        tokenizer,
+        settings: DemoLossSettings,
+        seed: int,
+        replay: SuccessReplay | None = None,
+    ):
+        self.settings, self.seed, self.replay = settings, seed, replay
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.rows = []
+        self.rows: list[Row] = []
         for d in demos:  # prompt and completion tokenized apart, as TRL's SFTTrainer does
             prompt = tokenizer(d["prompt"], add_special_tokens=False)["input_ids"]
             completion = tokenizer(d["completion"], add_special_tokens=False)["input_ids"]
             if completion:
-                self.rows.append((prompt, completion))
+                self.rows.append((prompt, completion, [1] * len(completion)))
         if not self.rows:
             raise ValueError("demo_loss needs at least one demonstration with a completion")
 
-    def batch(self, step: int) -> list[tuple[list[int], list[int]]]:
+    def batch(self, step: int) -> list[Row]:
+        """Step ``step``'s rows: its draw of verified successes, then demonstrations."""
+        size = self.settings.batch_size
+        own = []
+        if self.replay is not None and self.settings.success_share > 0:
+            own = self.replay.draw(round(size * self.settings.success_share), step)
         rng = random.Random(f"{self.seed}-{step}-demos")
-        return [self.rows[rng.randrange(len(self.rows))] for _ in range(self.settings.batch_size)]
+        demos = [self.rows[rng.randrange(len(self.rows))] for _ in range(size - len(own))]
+        return [(s.prompt, s.completion, s.mask) for s in own] + demos
 
     def loss(self, model, step: int):
-        """``weight`` × mean NLL over the completion tokens of step ``step``'s demonstrations."""
+        """``weight`` × mean NLL over the target tokens of step ``step``'s rows."""
         import torch
 
         rows = self.batch(step)
-        width = max(len(p) + len(c) for p, c in rows)
+        width = max(len(p) + len(c) for p, c, _ in rows)
         ids = torch.full((len(rows), width), self.pad, dtype=torch.long)
         labels = torch.full((len(rows), width), -100, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, (p, c) in enumerate(rows):  # right-padded, labels on the completion only
+        for i, (p, c, m) in enumerate(rows):  # right-padded, labels on the targets only
             n = len(p) + len(c)
             ids[i, :n] = torch.tensor(p + c)
-            labels[i, len(p) : n] = torch.tensor(c)
+            labels[i, len(p) : n] = torch.tensor(
+                [t if k else -100 for t, k in zip(c, m, strict=True)]
+            )
             mask[i, :n] = 1
         device = next(model.parameters()).device
         out = model(

@@ -45,6 +45,7 @@ from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout
 from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.demo_loss import DemoLoss, DemoLossSettings, with_demo_loss
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
+from gymflow.train.success_replay import SuccessReplay
 from gymflow.train.task_pool import TaskPool, TaskPoolSettings, has_variance
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
@@ -217,6 +218,9 @@ class RolloutSource:
         self.task_pool = None
         if settings.task_sampling == "difficulty":
             self.task_pool = TaskPool(self.pool_ids, settings.task_pool, settings.seed, pool_file)
+        self.replay = None  # the verified successes demo_loss imitates, when it asks for them
+        if settings.demo_loss is not None and settings.demo_loss.success_share > 0:
+            self.replay = SuccessReplay(settings.seed)
         self.lineage = lineage or Lineage("grpo", 0, 0, "grpo", env.name, env.version, "")
         self.writer = None
         if out_dir is not None:
@@ -258,6 +262,8 @@ class RolloutSource:
             self.writer.drop_iterations_from(step)
         if self.task_pool is not None:
             self.task_pool.resume_at(step)
+        if self.replay is not None:
+            self.replay.resume_at(step, self.writer.folder if self.writer is not None else None)
 
     def __call__(self, prompts: list[str], trainer) -> dict:
         started = time.time()
@@ -313,6 +319,8 @@ class RolloutSource:
         self.stats["groups_refilled"] += sum(1 for grp in kept if grp[0].task.task_id not in wanted)
         chosen = {id(e) for grp in kept for e in grp}
         self._store(done, chosen, step)
+        if self.replay is not None and not failed:
+            self.replay.record(step, [ep for _, ep, _ in done])
         if self.task_pool is not None:
             self.task_pool.save()
         if failed:
@@ -458,7 +466,7 @@ def run_grpo(
             raise GymflowError(
                 FailureKind.BAD_CONFIG, "grpo.demo_loss needs demonstrations; the run has none"
             )
-        demo_loss = DemoLoss(demos, tokenizer, settings.demo_loss, settings.seed)
+        demo_loss = DemoLoss(demos, tokenizer, settings.demo_loss, settings.seed, source.replay)
         trainer_cls = with_demo_loss(GRPOTrainer, demo_loss)
     trainer = trainer_cls(
         model=model,
