@@ -8,9 +8,13 @@ import os
 import time
 from pathlib import Path
 
+from gymflow.core.machine import machine_info
+
 
 def emit(result: dict, out: Path | None, compact: bool = False) -> None:
-    """Print ``result`` as JSON (one line if ``compact``); also write it to ``out``."""
+    """Print ``result`` as JSON (one line if ``compact``); also write it to ``out``. The
+    machine it ran on (:func:`gymflow.core.machine.machine_info`) is added as ``host``."""
+    result = result | {"host": result.get("host") or machine_info()}
     text = json.dumps(result, indent=None if compact else 2)
     print(text)
     if out:

@@ -8,6 +8,7 @@ exactly once), and every stage leaves its artifacts, valid Parquet and a registr
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -173,6 +174,9 @@ def test_summary_and_registry_agree_with_gate(finished_run):
     assert control["beside_grpo"] is True
     assert control["budget_s"] == summary["grpo"]["train_wall_s"]
     assert summary["grpo"]["threads"] >= 1
+    machine = summary["machine"]  # GRPO's steps depend on it: runs say where they ran
+    assert machine["cores"] == os.cpu_count() and machine["cpu"]
+    assert f"Machine: {machine['cpu']}" in (Path(ctx.run_dir) / "report.md").read_text()
     reg = summary["registry"]
     version = MlflowClient().get_model_version(reg["model"], reg["version"])
     assert version.tags["gate_passed"] == str(summary["gate"]["passed"])

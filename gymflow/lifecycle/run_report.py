@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gymflow.core.machine import machine_line
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_plots import draw_plots
 from gymflow.lifecycle.stage_results import LifecycleResults
@@ -64,6 +65,8 @@ def summary_markdown(summary: dict) -> str:
         *(f"| {k} | {v:.1f} |" for k, v in summary["stages"].items() if v is not None),
         f"| **total** | {summary['wall_s']:.1f} |",
     ]
+    if summary.get("machine"):  # runs from before the summary recorded it have none
+        lines += ["", f"Machine: {machine_line(summary['machine'])}."]
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gymflow.core.machine import machine_info
 from gymflow.lifecycle.code_version import code_version
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_inputs import INPUTS_TAG, RunInputs
@@ -45,6 +46,7 @@ def build_summary(
         **({"envs": config.env_weights} if config.envs is not None else {}),
         "config_digest": config.digest(),
         "wall_s": round(wall_s, 2),
+        "machine": machine_info(),  # GRPO and its control are timed: their steps depend on it
         "stages": results.stage_wall_s(),
         "policy_start": results.resolve_policy.source,
         "sft_ran": results.sft is not None,
