@@ -64,15 +64,24 @@ def test_control_trains_until_grpo_reports_its_wall_time(sft_inputs, tmp_path):
     base, demos = sft_inputs
     grpo_dir = tmp_path / "grpo"
     clock = twin_clock.TwinClock(grpo_dir, "cfg", os.getppid())
+    first_check = threading.Event()
+    seen: list[float] = []
 
-    def grpo_finishes():  # GRPO's side: it trained 1.5 s, and says so after 1 s
-        time.sleep(1.0)
-        twin_clock.mark_finished(grpo_dir, 1.5, "cfg")
+    def watched(elapsed_s: float) -> bool:  # the real clock, and when the control first asked
+        seen.append(elapsed_s)
+        first_check.set()
+        return clock(elapsed_s)
+
+    def grpo_finishes():
+        # GRPO's side reports after the control's first check (so a slow CPU cannot make the
+        # first step outlast the budget): a wall time 0.5 s past what the control had trained.
+        assert first_check.wait(timeout=300)
+        twin_clock.mark_finished(grpo_dir, round(seen[0] + 0.5, 2), "cfg")
 
     threading.Thread(target=grpo_finishes).start()
-    result = run_sft(base, tmp_path / "sft", demos, SETTINGS, None, None, False, clock)
-    assert clock.budget_s == 1.5
-    assert result["wall_s"] >= 1.5  # it kept training past the marker until GRPO's wall time
+    result = run_sft(base, tmp_path / "sft", demos, SETTINGS, None, None, False, watched)
+    assert clock.budget_s == round(seen[0] + 0.5, 2)
+    assert result["wall_s"] >= clock.budget_s  # it kept training past the marker to GRPO's time
     assert 1 < result["steps"] < SETTINGS.max_steps  # and then stopped
 
 
