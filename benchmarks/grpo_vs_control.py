@@ -1,0 +1,346 @@
+"""GRPO against the same wall time of more SFT, several seeds at once, without Prefect or MLflow.
+
+The lifecycle asks this question on every run (its ``sft_control`` stage); this script asks it
+where the lifecycle cannot run — a lent GPU machine with no Prefect server, no MLflow and no
+network — for a checkpoint and a run config, with the lifecycle's own pieces: its task
+assembly (`assemble_tasks`, dedup and leakage check included), its seeded demonstration /
+pool split, SFT to the GRPO start with the config's sampled-validation target, then GRPO and
+the control side by side (the control in a spawned process, stopped at GRPO's training wall
+time by :mod:`gymflow.train.twin_clock`, as ``control_beside_grpo`` does), both picking their
+checkpoint on the validation split as in a run, and greedy success on the first ``heldout_n``
+held-out tasks for the start, GRPO and the control (paired, per task).
+
+Every seed runs in its own process, all at once (a GPU has room for several 135 M models;
+generation there is bound by the host, so the seeds share the GPU without queueing behind
+one another). What it leaves out of a run: the profiling and baseline stages, the gate's
+guardrail sets and the registry.
+
+    python benchmarks/grpo_vs_control.py --config datasets/smollm2.json --model M.gguf \\
+        --set '{"grpo": {"task_sampling": "difficulty", "temperature": 1.0}}' \\
+        --seeds 0,1,2 --grpo-budget 240 --work /tmp/gvc --out benchmarks/grpo_vs_control_gpu.json
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import arguments, emit  # noqa: E402
+
+
+def _config(path: Path | None, overrides: dict, model: str | None, budget: float | None):
+    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.run_config import read_overrides
+
+    cfg = LifecycleConfig()
+    if path is not None:
+        cfg = cfg.overridden(read_overrides(path))
+    cfg = cfg.overridden(overrides)
+    if model is not None:
+        cfg = cfg.overridden({"model_path": model})
+    if budget is not None:
+        cfg = cfg.overridden({"grpo": {"time_budget_s": budget}})
+    return cfg
+
+
+def _start_model(cfg, cache: Path) -> str:
+    """The run's starting checkpoint: ``model_path`` (a folder, .gguf or catalog name) or the
+    embedded tiny model, as the lifecycle's ``resolve_policy`` finds them."""
+    if cfg.model_path:
+        from gymflow.policy.checkpoints import checkpoint_folder
+
+        return str(checkpoint_folder(cfg.model_path, cache))
+    from gymflow.lifecycle.embedded_corpus import corpus_key, embedded_corpus
+    from gymflow.policy.tiny_model import ensure_tiny_model
+
+    return str(
+        ensure_tiny_model(cache, corpus_key(cfg), lambda: embedded_corpus(cfg), cfg.tiny_model)
+    )
+
+
+def _tasks(cfg):
+    """``(env, demos, pool, val, heldout)``: one environment, split as the lifecycle splits."""
+    from gymflow.data.task_set import assemble_tasks
+    from gymflow.env.registry import get_env
+
+    env = get_env(cfg.env)
+    built = assemble_tasks(
+        env, cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac, cfg.task_data
+    )
+    train = [t for t in built.tasks if t.split == "train"]
+    random.Random(cfg.seed).shuffle(train)  # tasks/train.py's split_train, one environment
+    val = [t for t in built.tasks if t.split == "val"][: cfg.val_eval_n]
+    heldout = [t for t in built.tasks if t.split == "heldout"][: cfg.heldout_n]
+    return env, train[: cfg.demos], train[cfg.demos :], val, heldout
+
+
+def _val_success(cfg, env, app, val, greedy: bool):
+    from gymflow.eval.evaluation import evaluate_policy
+    from gymflow.policy.transformers_backend import TransformersPolicy
+
+    def success(model, tokenizer) -> float:
+        _, summary = evaluate_policy(
+            env, app, TransformersPolicy(model, tokenizer), val, greedy=greedy,
+            temperature=cfg.grpo.temperature, max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed + 17,
+        )  # fmt: skip
+        return summary["success"]
+
+    return success
+
+
+def _sft(
+    cfg, env, start: str, out: Path, demo_tasks, val, should_stop=None, control_eval_every=None
+) -> dict:
+    from transformers import AutoTokenizer
+
+    from gymflow.env.resources_server import build_app
+    from gymflow.train.sft import demonstrations, run_sft
+
+    app = build_app(env)
+    demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demo_tasks)
+    update = {"seed": cfg.seed}
+    if should_stop is not None:  # the control: GRPO's wall time, not the start's target
+        update |= {"max_steps": 100_000, "target_sampled_success": 1.01}
+        update |= {"eval_every": control_eval_every} if control_eval_every else {}
+    settings = cfg.sft.model_copy(update=update)
+    evaluate = _val_success(cfg, env, app, val, greedy=False)
+    return run_sft(
+        Path(start), out, demos, settings, evaluate=evaluate, log_to_mlflow=False,
+        should_stop=should_stop,
+    )  # fmt: skip
+
+
+def _control(cfg, start: str, out: Path, threads: int, parent_pid: int, eval_every) -> dict:
+    """In a spawned process: the control, until its training wall time reaches GRPO's."""
+    import torch
+
+    from gymflow.train import twin_clock
+
+    torch.set_num_threads(threads)
+    env, demo_tasks, _, val, _ = _tasks(cfg)
+    clock = twin_clock.TwinClock(out.parent / "grpo", cfg.digest(), parent_pid)
+    result = _sft(cfg, env, start, out, demo_tasks, val, clock, eval_every)
+    return {"path": result["path"], "steps": result["steps"], "wall_s": result["wall_s"]}
+
+
+def _grpo(cfg, env, start: str, folder: Path, pool, val, demo_tasks) -> dict:
+    from transformers import AutoTokenizer
+
+    from gymflow.env.resources_server import build_app
+    from gymflow.rollout.store import Lineage
+    from gymflow.train import twin_clock
+    from gymflow.train.checkpoint_choice import validation_callback
+    from gymflow.train.grpo import RolloutSource, run_grpo
+    from gymflow.train.sft import demonstrations
+    from gymflow.train.task_pool import TASK_POOL_FILE
+
+    app = build_app(env)
+    settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
+    with twin_clock.grpo_markers(folder):
+        lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
+        source = RolloutSource(
+            env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE
+        )
+        callbacks = []
+        if settings.validate_every is not None:
+            greedy = _val_success(cfg, env, app, val, greedy=True)
+            callbacks = [validation_callback(greedy, settings.validate_every, False)]
+        demos = None
+        if settings.demo_loss is not None:
+            demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demo_tasks)
+        result = run_grpo(
+            Path(start), folder, source, settings, log_to_mlflow=False, callbacks=callbacks,
+            demos=demos,
+        )  # fmt: skip
+        twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
+    return result
+
+
+def one_seed(
+    cfg_json: str, seed: int, work: Path, threads: int, control_eval_every: int | None
+) -> dict:
+    """Everything for one seed, in this (spawned) process; returns its row."""
+    import torch
+
+    from gymflow.env.resources_server import build_app
+    from gymflow.eval.evaluation import evaluate_policy
+    from gymflow.eval.stats import paired_delta
+    from gymflow.lifecycle.config import LifecycleConfig
+    from gymflow.lifecycle.home import quiet_libraries
+    from gymflow.policy.transformers_backend import TransformersPolicy
+
+    quiet_libraries()
+    torch.set_num_threads(threads)
+    cfg = LifecycleConfig.model_validate_json(cfg_json).overridden({"seed": seed})
+    out = work / f"seed-{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    start = _start_model(cfg, work / "cache")
+    env, demo_tasks, pool, val, heldout = _tasks(cfg)
+    sft = _sft(cfg, env, start, out / "sft", demo_tasks, val)
+    t_sft = time.time()
+    _say(f"seed {seed}: GRPO start after {sft['steps']} SFT steps ({t_sft - t0:.0f} s)")
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as beside:
+        control = beside.submit(
+            _control, cfg, sft["path"], out / "sft_control", threads, os.getpid(),
+            control_eval_every,
+        )  # fmt: skip
+        grpo = _grpo(cfg, env, sft["path"], out / "grpo", pool, val, demo_tasks)
+        control = control.result()
+    t_train = time.time()
+    _say(
+        f"seed {seed}: GRPO {grpo['steps']} steps, control {control['steps']} ({t_train - t_sft:.0f} s)"
+    )
+    app = build_app(env)
+    success = {}
+    for name, path in (
+        ("start", sft["path"]),
+        ("grpo", grpo["path"]),
+        ("control", control["path"]),
+    ):
+        rows, _ = evaluate_policy(
+            env, app, TransformersPolicy.from_path(path), heldout, greedy=True,
+            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+        )  # fmt: skip
+        success[name] = [float(r["success"]) for r in rows]
+    stats = grpo["dynamic_sampling"]
+    _say(
+        f"seed {seed}: held-out "
+        + ", ".join(f"{k} {sum(v) / len(v):.3f}" for k, v in success.items())
+    )
+
+    def rate(name: str) -> float:
+        return round(sum(success[name]) / len(heldout), 4)
+
+    def delta(a: str, b: str) -> dict:
+        d = paired_delta(success[a], success[b])
+        return {
+            "points": round(100 * d["delta"], 1),
+            "ci95": [round(100 * x, 1) for x in d["ci95"]],
+        }
+
+    validation = grpo["validation"] or {}
+    return {
+        "seed": seed,
+        "heldout_n": len(heldout),
+        "sft_steps": sft["steps"],
+        "start": rate("start"),
+        "grpo": rate("grpo"),
+        "control": rate("control"),
+        "grpo_minus_start": delta("grpo", "start"),
+        "grpo_minus_control": delta("grpo", "control"),
+        "control_minus_start": delta("control", "start"),
+        "grpo_steps": grpo["steps"],
+        "grpo_chosen_step": validation.get("chosen_step"),
+        "grpo_wall_s": grpo["wall_s"],
+        "control_steps": control["steps"],
+        "control_wall_s": control["wall_s"],
+        "groups": stats["groups_generated"],
+        "groups_zero_variance": stats["groups_zero_variance"],
+        "wall_s": {
+            "start_and_sft": round(t_sft - t0, 1),
+            "grpo_and_control": round(t_train - t_sft, 1),
+            "heldout_eval": round(time.time() - t_train, 1),
+        },
+    }
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)  # progress; the JSON result goes to stdout
+
+
+def _gpu() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def main() -> None:
+    parser = arguments(__doc__)
+    parser.add_argument(
+        "--config", type=Path, help="a run config (JSON), e.g. datasets/smollm2.json"
+    )
+    parser.add_argument("--set", default="{}", help="JSON overrides on top of --config")
+    parser.add_argument(
+        "--model", help="checkpoint: folder, .gguf or catalog:NAME (else the config's)"
+    )
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument(
+        "--grpo-budget", type=float, help="GRPO's time_budget_s (else the config's)"
+    )
+    parser.add_argument(
+        "--threads", type=int, help="torch threads per process (default: cores / 2 / seeds)"
+    )
+    parser.add_argument(
+        "--control-eval-every",
+        type=int,
+        help="the control's sampled-validation interval (else the config's sft.eval_every; a "
+        "GPU's SFT step is so cheap that a CPU-sized interval spends the control's time scoring)",
+    )
+    parser.add_argument("--work", type=Path, default=Path("scratch/grpo_vs_control"))
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    cfg = _config(args.config, json.loads(args.set), args.model, args.grpo_budget)
+    threads = args.threads or max(1, (os.cpu_count() or 2) // (2 * len(seeds)))
+    args.work.mkdir(parents=True, exist_ok=True)
+    _start_model(cfg, args.work / "cache")  # convert / build once, before the seeds share it
+    started = time.time()
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(seeds), mp_context=spawn) as pool:
+        futures = [
+            pool.submit(
+                one_seed, cfg.model_dump_json(), s, args.work, threads, args.control_eval_every
+            )
+            for s in seeds
+        ]
+        rows = [f.result() for f in futures]
+    mean = {
+        key: round(sum(r[key]["points"] for r in rows) / len(rows), 1)
+        for key in ("grpo_minus_start", "grpo_minus_control", "control_minus_start")
+    }
+    groups = sum(r["groups"] for r in rows)
+    emit(
+        {
+            "benchmark": "grpo_vs_control",
+            "date": time.strftime("%Y-%m-%d"),
+            "config": str(args.config) if args.config else "default",
+            "overrides": json.loads(args.set),
+            "model": cfg.model_path or "embedded tiny model",
+            "grpo": cfg.grpo.model_dump(
+                include={
+                    "learning_rate",
+                    "temperature",
+                    "task_sampling",
+                    "prompts_per_step",
+                    "num_generations",
+                    "time_budget_s",
+                    "max_steps",
+                }
+            ),
+            "gpu": _gpu(),
+            "threads_per_process": threads,
+            "control_eval_every": args.control_eval_every or cfg.sft.eval_every,
+            "seeds": rows,
+            "mean_points": mean,
+            "zero_variance_share": round(
+                sum(r["groups_zero_variance"] for r in rows) / max(1, groups), 3
+            ),
+            "wall_s": round(time.time() - started, 1),
+        },
+        args.out,
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
