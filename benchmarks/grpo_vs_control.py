@@ -22,6 +22,7 @@ guardrail sets and the registry.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -82,6 +83,19 @@ def _tasks(cfg):
     return env, train[: cfg.demos], train[cfg.demos :], val, heldout
 
 
+@contextlib.contextmanager
+def _server(env):
+    """The environment's in-process app; a heavy verifier's process pool (math, code) is
+    killed on the way out, as the lifecycle's stages do, so a spawned process can exit."""
+    from gymflow.env.resources_server import build_app
+
+    app = build_app(env)
+    try:
+        yield app
+    finally:
+        app.state.verifier.shutdown(kill=True)
+
+
 def _val_success(cfg, env, app, val, greedy: bool):
     from gymflow.eval.evaluation import evaluate_policy
     from gymflow.policy.transformers_backend import TransformersPolicy
@@ -102,21 +116,19 @@ def _sft(
 ) -> dict:
     from transformers import AutoTokenizer
 
-    from gymflow.env.resources_server import build_app
     from gymflow.train.sft import demonstrations, run_sft
 
-    app = build_app(env)
     demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demo_tasks)
     update = {"seed": cfg.seed}
     if should_stop is not None:  # the control: GRPO's wall time, not the start's target
         update |= {"max_steps": 100_000, "target_sampled_success": 1.01}
         update |= {"eval_every": control_eval_every} if control_eval_every else {}
     settings = cfg.sft.model_copy(update=update)
-    evaluate = _val_success(cfg, env, app, val, greedy=False)
-    return run_sft(
-        Path(start), out, demos, settings, evaluate=evaluate, log_to_mlflow=False,
-        should_stop=should_stop,
-    )  # fmt: skip
+    with _server(env) as app:
+        return run_sft(
+            Path(start), out, demos, settings, evaluate=_val_success(cfg, env, app, val, False),
+            log_to_mlflow=False, should_stop=should_stop,
+        )  # fmt: skip
 
 
 def _control(cfg, start: str, out: Path, threads: int, parent_pid: int, eval_every) -> dict:
@@ -135,7 +147,6 @@ def _control(cfg, start: str, out: Path, threads: int, parent_pid: int, eval_eve
 def _grpo(cfg, env, start: str, folder: Path, pool, val, demo_tasks) -> dict:
     from transformers import AutoTokenizer
 
-    from gymflow.env.resources_server import build_app
     from gymflow.rollout.store import Lineage
     from gymflow.train import twin_clock
     from gymflow.train.checkpoint_choice import validation_callback
@@ -143,9 +154,8 @@ def _grpo(cfg, env, start: str, folder: Path, pool, val, demo_tasks) -> dict:
     from gymflow.train.sft import demonstrations
     from gymflow.train.task_pool import TASK_POOL_FILE
 
-    app = build_app(env)
     settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
-    with twin_clock.grpo_markers(folder):
+    with twin_clock.grpo_markers(folder), _server(env) as app:
         lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
         source = RolloutSource(
             env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE
@@ -171,7 +181,6 @@ def one_seed(
     """Everything for one seed, in this (spawned) process; returns its row."""
     import torch
 
-    from gymflow.env.resources_server import build_app
     from gymflow.eval.evaluation import evaluate_policy
     from gymflow.eval.stats import paired_delta
     from gymflow.lifecycle.config import LifecycleConfig
@@ -201,18 +210,18 @@ def one_seed(
     _say(
         f"seed {seed}: GRPO {grpo['steps']} steps, control {control['steps']} ({t_train - t_sft:.0f} s)"
     )
-    app = build_app(env)
     success = {}
-    for name, path in (
-        ("start", sft["path"]),
-        ("grpo", grpo["path"]),
-        ("control", control["path"]),
-    ):
-        rows, _ = evaluate_policy(
-            env, app, TransformersPolicy.from_path(path), heldout, greedy=True,
-            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
-        )  # fmt: skip
-        success[name] = [float(r["success"]) for r in rows]
+    with _server(env) as app:
+        for name, path in (
+            ("start", sft["path"]),
+            ("grpo", grpo["path"]),
+            ("control", control["path"]),
+        ):
+            rows, _ = evaluate_policy(
+                env, app, TransformersPolicy.from_path(path), heldout, greedy=True,
+                max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+            )  # fmt: skip
+            success[name] = [float(r["success"]) for r in rows]
     stats = grpo["dynamic_sampling"]
     _say(
         f"seed {seed}: held-out "
