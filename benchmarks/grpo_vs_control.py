@@ -131,14 +131,18 @@ def _sft(
         )  # fmt: skip
 
 
-def _control(cfg, start: str, out: Path, threads: int, parent_pid: int, eval_every) -> dict:
-    """In a spawned process: the control, until its training wall time reaches GRPO's."""
+def _control(
+    cfg, start: str, out: Path, demo_tasks, val, threads: int, parent_pid: int, eval_every
+) -> dict:
+    """In a spawned process: the control, until its training wall time reaches GRPO's. It gets
+    the seed's tasks from its parent (an environment object does not pickle; its name does)."""
     import torch
 
+    from gymflow.env.registry import get_env
     from gymflow.train import twin_clock
 
     torch.set_num_threads(threads)
-    env, demo_tasks, _, val, _ = _tasks(cfg)
+    env = get_env(cfg.env)
     clock = twin_clock.TwinClock(out.parent / "grpo", cfg.digest(), parent_pid)
     result = _sft(cfg, env, start, out, demo_tasks, val, clock, eval_every)
     return {"path": result["path"], "steps": result["steps"], "wall_s": result["wall_s"]}
@@ -201,8 +205,8 @@ def one_seed(
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as beside:
         control = beside.submit(
-            _control, cfg, sft["path"], out / "sft_control", threads, os.getpid(),
-            control_eval_every,
+            _control, cfg, sft["path"], out / "sft_control", demo_tasks, val, threads,
+            os.getpid(), control_eval_every,
         )  # fmt: skip
         grpo = _grpo(cfg, env, sft["path"], out / "grpo", pool, val, demo_tasks)
         control = control.result()
