@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from pydantic import ValidationError
 
 from gymflow.core.scoring import Score
@@ -114,6 +115,33 @@ def test_lora_saves_a_merged_policy_that_loads(setting, tmp_path):
     with safe_open(str(final / "model.safetensors"), "pt") as f:
         names = list(f.keys())  # noqa: SIM118 (safe_open is not iterable)
     assert names and not [k for k in names if "lora" in k]
+
+
+@pytest.mark.parametrize("name", ["dapo", "grpo_kl", "lora"])
+def test_shared_prompts_train_like_trls_forward(setting, tmp_path, name):
+    """``share_prompts`` (on by default) changes the compute, not the update: the same steps
+    with TRL's own loss forward log the same losses and gradient norms and end at the same
+    weights (KL's reference pass and LoRA too). Adam's step is ~lr × sign(gradient), so an
+    element whose gradient is float noise (~1e-9) can move by a different amount in the two
+    runs: the weights are compared element by element, allowing a few in 10,000 to differ."""
+    from transformers import AutoModelForCausalLM
+
+    variant = {"lora": LoraSettings(r=4, alpha=8)} if name == "lora" else VARIANTS[name]
+    runs, weights = {}, {}
+    for share in (True, False):
+        runs[share] = _train(
+            setting, tmp_path / str(share), _settings(share_prompts=share, **variant)
+        )
+        weights[share] = AutoModelForCausalLM.from_pretrained(runs[share]["path"]).state_dict()
+    assert _moved(setting[3], Path(runs[True]["path"])) > 1e-3
+    for key in ("loss", "grad_norm"):
+        logged = {share: [h[key] for h in runs[share]["log_history"] if key in h] for share in runs}
+        assert len(logged[True]) == 2
+        torch.testing.assert_close(logged[True], logged[False], atol=1e-7, rtol=1e-4)
+    apart = torch.cat(
+        [(weights[True][k] - weights[False][k]).abs().flatten() for k in weights[False]]
+    )
+    assert float((apart > 1e-5).float().mean()) < 5e-4, float((apart > 1e-5).float().mean())
 
 
 def test_checkpoint_resume_continues_the_step_count(setting, tmp_path):

@@ -45,6 +45,7 @@ from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout
 from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.demo_loss import DemoLoss, DemoLossSettings, with_demo_loss
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
+from gymflow.train.shared_prompt import with_shared_prompts
 from gymflow.train.success_replay import SuccessReplay
 from gymflow.train.task_pool import TaskPool, TaskPoolSettings, has_variance
 
@@ -119,6 +120,11 @@ class GRPOSettings(BaseModel):
         default_factory=DemoLossSettings,
         description="Add an SFT loss on the run's demonstrations to every step "
         "(gymflow.train.demo_loss); null: the verifier's reward only.",
+    )
+    share_prompts: bool = Field(
+        True,
+        description="Run each group's shared prompt once in the loss forward "
+        "(gymflow.train.shared_prompt: TRL's log-probs and gradients, less compute).",
     )
     validate_every: int | None = Field(
         25,
@@ -468,6 +474,8 @@ def run_grpo(
             )
         demo_loss = DemoLoss(demos, tokenizer, settings.demo_loss, settings.seed, source.replay)
         trainer_cls = with_demo_loss(GRPOTrainer, demo_loss)
+    if settings.share_prompts:
+        trainer_cls = with_shared_prompts(trainer_cls)
     trainer = trainer_cls(
         model=model,
         reward_funcs=[env_reward],
