@@ -80,7 +80,7 @@ class LoraSettings(BaseModel):
 class GRPOSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
-    max_steps: int = Field(150, ge=1, description="Optimizer steps.")
+    max_steps: int = Field(250, ge=1, description="Optimizer steps (the time budget may stop it first).")
     prompts_per_step: int = Field(4, ge=1, description="Distinct tasks per step (B).")
     num_generations: int = Field(
         8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
