@@ -3,8 +3,9 @@
 The lifecycle asks this question on every run (its ``sft_control`` stage); this script asks it
 where the lifecycle cannot run — a lent GPU machine with no Prefect server, no MLflow and no
 network — for a checkpoint and a run config, with the lifecycle's own pieces: its task
-assembly (`assemble_tasks`, dedup and leakage check included), its seeded demonstration /
-pool split, SFT to the GRPO start with the config's sampled-validation target, then GRPO and
+assembly (`assemble_tasks`, dedup and leakage check included) and, from
+:mod:`gymflow.lifecycle.training_inputs` as the stages take them, its seeded demonstration /
+pool split, its environment servers, validation scorer, demonstrations and SFT settings; SFT to the GRPO start with the config's sampled-validation target, then GRPO and
 the control side by side (the control in a spawned process, stopped at GRPO's training wall
 time by :mod:`gymflow.train.twin_clock`, as ``control_beside_grpo`` does), both picking their
 checkpoint on the validation split as in a run, and greedy success on the first ``heldout_n``
@@ -22,11 +23,9 @@ guardrail sets and the registry.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
 import os
-import random
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -68,66 +67,43 @@ def _start_model(cfg, cache: Path) -> str:
 
 
 def _tasks(cfg):
-    """``(env, demos, pool, val, heldout)``: one environment, split as the lifecycle splits."""
+    """``(demos, pool, val, heldout)``: the run's tasks, split as the lifecycle splits them."""
     from gymflow.data.task_set import assemble_tasks
     from gymflow.env.registry import get_env
+    from gymflow.lifecycle.training_inputs import split_demos_and_pool
 
-    env = get_env(cfg.env)
     built = assemble_tasks(
-        env, cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac, cfg.task_data
-    )
-    train = [t for t in built.tasks if t.split == "train"]
-    random.Random(cfg.seed).shuffle(train)  # tasks/train.py's split_train, one environment
-    val = [t for t in built.tasks if t.split == "val"][: cfg.val_eval_n]
+        get_env(cfg.env), cfg.n_tasks, cfg.task_seed, cfg.heldout_frac, cfg.val_frac,
+        cfg.task_data,
+    )  # fmt: skip
+    split = {name: [t for t in built.tasks if t.split == name] for name in ("train", "val")}
     heldout = [t for t in built.tasks if t.split == "heldout"][: cfg.heldout_n]
-    return env, train[: cfg.demos], train[cfg.demos :], val, heldout
-
-
-@contextlib.contextmanager
-def _server(env):
-    """The environment's in-process app; a heavy verifier's process pool (math, code) is
-    killed on the way out, as the lifecycle's stages do, so a spawned process can exit."""
-    from gymflow.env.resources_server import build_app
-
-    app = build_app(env)
-    try:
-        yield app
-    finally:
-        app.state.verifier.shutdown(kill=True)
-
-
-def _val_success(cfg, env, app, val, greedy: bool):
-    from gymflow.eval.evaluation import evaluate_policy
-    from gymflow.policy.transformers_backend import TransformersPolicy
-
-    def success(model, tokenizer) -> float:
-        _, summary = evaluate_policy(
-            env, app, TransformersPolicy(model, tokenizer), val, greedy=greedy,
-            temperature=cfg.grpo.temperature, max_new_tokens=cfg.max_new_tokens,
-            seed=cfg.seed + 17,
-        )  # fmt: skip
-        return summary["success"]
-
-    return success
+    demos, pool = split_demos_and_pool(cfg, split["train"])
+    return demos, pool, split["val"], heldout
 
 
 def _sft(
-    cfg, env, start: str, out: Path, demo_tasks, val, should_stop=None, control_eval_every=None
+    cfg, start: str, out: Path, demo_tasks, val, should_stop=None, control_eval_every=None
 ) -> dict:
     from transformers import AutoTokenizer
 
-    from gymflow.train.sft import demonstrations, run_sft
+    from gymflow.lifecycle.training_inputs import (
+        environment_servers,
+        run_demonstrations,
+        sft_settings,
+        validation_success,
+    )
+    from gymflow.train.sft import run_sft
 
-    demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demo_tasks)
-    update = {"seed": cfg.seed}
-    if should_stop is not None:  # the control: GRPO's wall time, not the start's target
-        update |= {"max_steps": 100_000, "target_sampled_success": 1.01}
-        update |= {"eval_every": control_eval_every} if control_eval_every else {}
-    settings = cfg.sft.model_copy(update=update)
-    with _server(env) as app:
+    settings = sft_settings(cfg, control=should_stop is not None)
+    if should_stop is not None and control_eval_every:
+        settings = settings.model_copy(update={"eval_every": control_eval_every})
+    with environment_servers(cfg) as servers:
+        demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
         return run_sft(
-            Path(start), out, demos, settings, evaluate=_val_success(cfg, env, app, val, False),
-            log_to_mlflow=False, should_stop=should_stop,
+            Path(start), out, demos, settings,
+            evaluate=validation_success(cfg, servers, val, greedy=False), log_to_mlflow=False,
+            should_stop=should_stop,
         )  # fmt: skip
 
 
@@ -135,42 +111,45 @@ def _control(
     cfg, start: str, out: Path, demo_tasks, val, threads: int, parent_pid: int, eval_every
 ) -> dict:
     """In a spawned process: the control, until its training wall time reaches GRPO's. It gets
-    the seed's tasks from its parent (an environment object does not pickle; its name does)."""
+    the seed's tasks from its parent."""
     import torch
 
-    from gymflow.env.registry import get_env
     from gymflow.train import twin_clock
 
     torch.set_num_threads(threads)
-    env = get_env(cfg.env)
     clock = twin_clock.TwinClock(out.parent / "grpo", cfg.digest(), parent_pid)
-    result = _sft(cfg, env, start, out, demo_tasks, val, clock, eval_every)
+    result = _sft(cfg, start, out, demo_tasks, val, clock, eval_every)
     return {"path": result["path"], "steps": result["steps"], "wall_s": result["wall_s"]}
 
 
-def _grpo(cfg, env, start: str, folder: Path, pool, val, demo_tasks) -> dict:
+def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
     from transformers import AutoTokenizer
 
+    from gymflow.lifecycle.training_inputs import (
+        environment_servers,
+        run_demonstrations,
+        validation_success,
+    )
     from gymflow.rollout.store import Lineage
     from gymflow.train import twin_clock
     from gymflow.train.checkpoint_choice import validation_callback
     from gymflow.train.grpo import RolloutSource, run_grpo
-    from gymflow.train.sft import demonstrations
     from gymflow.train.task_pool import TASK_POOL_FILE
 
     settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
-    with twin_clock.grpo_markers(folder), _server(env) as app:
+    with twin_clock.grpo_markers(folder), environment_servers(cfg) as servers:
+        env, app = servers[cfg.env]
         lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
         source = RolloutSource(
             env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE
         )
         callbacks = []
         if settings.validate_every is not None:
-            greedy = _val_success(cfg, env, app, val, greedy=True)
+            greedy = validation_success(cfg, servers, val, greedy=True)
             callbacks = [validation_callback(greedy, settings.validate_every, False)]
         demos = None
         if settings.demo_loss is not None:
-            demos = demonstrations(env, AutoTokenizer.from_pretrained(start), demo_tasks)
+            demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
         result = run_grpo(
             Path(start), folder, source, settings, log_to_mlflow=False, callbacks=callbacks,
             demos=demos,
@@ -189,6 +168,7 @@ def one_seed(
     from gymflow.eval.stats import paired_delta
     from gymflow.lifecycle.config import LifecycleConfig
     from gymflow.lifecycle.home import quiet_libraries
+    from gymflow.lifecycle.training_inputs import environment_servers
     from gymflow.policy.transformers_backend import TransformersPolicy
 
     quiet_libraries()
@@ -198,8 +178,8 @@ def one_seed(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     start = _start_model(cfg, work / "cache")
-    env, demo_tasks, pool, val, heldout = _tasks(cfg)
-    sft = _sft(cfg, env, start, out / "sft", demo_tasks, val)
+    demo_tasks, pool, val, heldout = _tasks(cfg)
+    sft = _sft(cfg, start, out / "sft", demo_tasks, val)
     t_sft = time.time()
     _say(f"seed {seed}: GRPO start after {sft['steps']} SFT steps ({t_sft - t0:.0f} s)")
     spawn = multiprocessing.get_context("spawn")
@@ -208,14 +188,15 @@ def one_seed(
             _control, cfg, sft["path"], out / "sft_control", demo_tasks, val, threads,
             os.getpid(), control_eval_every,
         )  # fmt: skip
-        grpo = _grpo(cfg, env, sft["path"], out / "grpo", pool, val, demo_tasks)
+        grpo = _grpo(cfg, sft["path"], out / "grpo", pool, val, demo_tasks)
         control = control.result()
     t_train = time.time()
     _say(
         f"seed {seed}: GRPO {grpo['steps']} steps, control {control['steps']} ({t_train - t_sft:.0f} s)"
     )
     success = {}
-    with _server(env) as app:
+    with environment_servers(cfg) as servers:
+        env, app = servers[cfg.env]
         for name, path in (
             ("start", sft["path"]),
             ("grpo", grpo["path"]),

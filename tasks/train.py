@@ -15,16 +15,11 @@ and, when SFT ran, its control, whichever way the control runs.
 from __future__ import annotations
 
 import contextlib
-import random
 from pathlib import Path
 
 from prefect import task
 
-from gymflow.data.env_mix import apportion
 from gymflow.data.task_table import read_tasks
-from gymflow.env.registry import get_env
-from gymflow.env.resources_server import build_app
-from gymflow.eval.evaluation import evaluate_policy
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.fault_injection import fail_after_checkpoint
 from gymflow.lifecycle.run_context import RunContext, stage
@@ -35,77 +30,37 @@ from gymflow.lifecycle.stage_results import (
     SFTResult,
     TaskData,
 )
-from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.lifecycle.training_inputs import (
+    Servers,
+    environment_servers,
+    run_demonstrations,
+    sft_settings,
+    split_demos_and_pool,
+    validation_success,
+)
 from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
 from gymflow.train import twin_clock
 from gymflow.train.checkpoint_choice import VALIDATION_FILE, validation_callback
 from gymflow.train.grpo import RolloutSource, run_grpo
-from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, demonstrations, run_sft
+from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
 from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
 
 
 def split_train(cfg: LifecycleConfig, data: TaskData):
-    """``(demonstrations, GRPO's pool)``: each environment's train tasks in a seeded shuffle,
-    the first of them (its share of ``cfg.demos``) demonstrations, the rest its pool."""
-    train = read_tasks(data.paths["train"])
-    demos, pool = [], []
-    for name, n in apportion(cfg.demos, cfg.env_weights, minimum=1).items():
-        mine = [t for t in train if t.env == name]
-        random.Random(cfg.seed).shuffle(mine)
-        demos += mine[:n]
-        pool += mine[n:]
-    return demos, pool
+    """``(demonstrations, GRPO's pool)`` of the run's train tasks
+    (:func:`gymflow.lifecycle.training_inputs.split_demos_and_pool`)."""
+    return split_demos_and_pool(cfg, read_tasks(data.paths["train"]))
 
 
-@contextlib.contextmanager
-def _servers(cfg: LifecycleConfig):
-    """``{name: (environment, in-process app)}`` for every environment of the run, in order;
-    their verify process pools (math's, code's) are shut down on the way out: a spawned
-    process (the control beside GRPO) could not exit while one waits for work. Their idle
-    workers are killed, not asked to stop: CI once hung 16 minutes with the control process
-    joining two workers that never got the executor's stop sentinel (CPython 3.11's
-    ``shutdown(wait=False)``); nothing is in flight once a stage is done with its servers."""
-    out = {}
-    try:
-        for name in cfg.env_weights:
-            env = get_env(name)
-            out[name] = (env, build_app(env))
-        yield out
-    finally:
-        for _, app in out.values():
-            app.state.verifier.shutdown(kill=True)
+def _val_success(cfg: LifecycleConfig, servers: Servers, data: TaskData, greedy: bool):
+    return validation_success(cfg, servers, read_tasks(data.paths["val"]), greedy)
 
 
-def _val_success(cfg: LifecycleConfig, servers: dict[str, tuple], data: TaskData, greedy: bool):
-    """``evaluate(model, tokenizer) -> success`` on the first ``cfg.val_eval_n`` validation
-    tasks (a mix: each environment's share of them, success pooled over all): sampled at
-    GRPO's temperature (SFT's pick) or greedy (GRPO's, as the gate scores)."""
-    val = read_tasks(data.paths["val"])
-    shares = apportion(cfg.val_eval_n, cfg.env_weights, minimum=1)
-    tasks = {name: [t for t in val if t.env == name][:n] for name, n in shares.items()}
-
-    def success(model, tokenizer) -> float:
-        policy, hits, n = TransformersPolicy(model, tokenizer), 0.0, 0
-        for name, (env, app) in servers.items():
-            _, summary = evaluate_policy(
-                env, app, policy, tasks[name], greedy=greedy, temperature=cfg.grpo.temperature,
-                max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
-            )  # fmt: skip
-            hits, n = hits + summary["success"] * summary["n"], n + summary["n"]
-        return hits / max(1, n)
-
-    return success
-
-
-def _demonstrations(cfg: LifecycleConfig, data: TaskData, servers: dict, tokenizer) -> list[dict]:
-    """The run's demonstrations (SFT's, the control's, GRPO's ``demo_loss``): each
-    environment's from its own gold answers."""
-    demos_t, _ = split_train(cfg, data)
-    demos = []
-    for name, (env, _) in servers.items():
-        demos += demonstrations(env, tokenizer, [t for t in demos_t if t.env == name])
-    return demos
+def _demonstrations(
+    cfg: LifecycleConfig, data: TaskData, servers: Servers, tokenizer
+) -> list[dict]:
+    return run_demonstrations(servers, split_train(cfg, data)[0], tokenizer)
 
 
 def _sft(
@@ -123,12 +78,8 @@ def _sft(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(start)
-    # The control trains for a wall-time budget, not up to the GRPO start's target.
-    control = {"max_steps": 100_000, "target_sampled_success": 1.01}
-    is_control = budget_s is not None or should_stop is not None
-    seeded = {"seed": cfg.seed}  # the run's seed drives SFT's order and GRPO's sampling too
-    settings = cfg.sft.model_copy(update={**seeded, **(control if is_control else {})})
-    with _servers(cfg) as servers:
+    settings = sft_settings(cfg, control=budget_s is not None or should_stop is not None)
+    with environment_servers(cfg) as servers:
         demos = _demonstrations(cfg, data, servers, tokenizer)
         return run_sft(
             Path(start), out, demos, settings,
@@ -196,7 +147,7 @@ def grpo_stage(
         twin_clock.grpo_markers(folder),
         stage(run, "grpo") as info,
         _torch_threads(threads),
-        _servers(cfg) as servers,
+        environment_servers(cfg) as servers,
     ):
         env, app = servers[cfg.env]
         _, pool = split_train(cfg, data)

@@ -1,0 +1,100 @@
+"""What a run's SFT, GRPO and SFT-control stages train and validate on, without Prefect.
+
+The lifecycle's stages (``tasks/train.py``) and ``benchmarks/grpo_vs_control.py`` (which asks
+the lifecycle's question on a machine with no Prefect or MLflow) both take these from here:
+the seeded split of the train tasks into demonstrations and GRPO's pool, the environments'
+in-process servers, the validation scorer SFT and GRPO pick their checkpoints with, the
+demonstrations, and the SFT settings of the start and of the control.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterator
+
+from gymflow.core.task_record import Task
+from gymflow.data.env_mix import apportion
+from gymflow.lifecycle.config import LifecycleConfig
+
+Servers = dict[str, tuple]
+"""``{environment name: (environment, in-process app)}``, in the run's order."""
+
+
+def split_demos_and_pool(cfg: LifecycleConfig, train: list[Task]) -> tuple[list[Task], list[Task]]:
+    """``(demonstrations, GRPO's pool)``: each environment's train tasks in a seeded shuffle,
+    the first of them (its share of ``cfg.demos``) demonstrations, the rest its pool."""
+    demos, pool = [], []
+    for name, n in apportion(cfg.demos, cfg.env_weights, minimum=1).items():
+        mine = [t for t in train if t.env == name]
+        random.Random(cfg.seed).shuffle(mine)
+        demos += mine[:n]
+        pool += mine[n:]
+    return demos, pool
+
+
+@contextlib.contextmanager
+def environment_servers(cfg: LifecycleConfig) -> Iterator[Servers]:
+    """Every environment of the run with its in-process app; their verify process pools
+    (math's, code's) are shut down on the way out: a spawned process (the control beside
+    GRPO) could not exit while one waits for work. Their idle workers are killed, not asked to
+    stop: CI once hung 16 minutes with the control process joining two workers that never got
+    the executor's stop sentinel (CPython 3.11's ``shutdown(wait=False)``); nothing is in
+    flight once a stage is done with its servers."""
+    from gymflow.env.registry import get_env
+    from gymflow.env.resources_server import build_app
+
+    out: Servers = {}
+    try:
+        for name in cfg.env_weights:
+            env = get_env(name)
+            out[name] = (env, build_app(env))
+        yield out
+    finally:
+        for _, app in out.values():
+            app.state.verifier.shutdown(kill=True)
+
+
+def validation_success(
+    cfg: LifecycleConfig, servers: Servers, val: list[Task], greedy: bool
+) -> Callable[[object, object], float]:
+    """``evaluate(model, tokenizer) -> success`` on the first ``cfg.val_eval_n`` of ``val``
+    (a mix: each environment's share of them, success pooled over all): sampled at GRPO's
+    temperature (SFT's pick) or greedy (GRPO's, as the gate scores)."""
+    from gymflow.eval.evaluation import evaluate_policy
+    from gymflow.policy.transformers_backend import TransformersPolicy
+
+    shares = apportion(cfg.val_eval_n, cfg.env_weights, minimum=1)
+    tasks = {name: [t for t in val if t.env == name][:n] for name, n in shares.items()}
+
+    def success(model, tokenizer) -> float:
+        policy, hits, n = TransformersPolicy(model, tokenizer), 0.0, 0
+        for name, (env, app) in servers.items():
+            _, summary = evaluate_policy(
+                env, app, policy, tasks[name], greedy=greedy, temperature=cfg.grpo.temperature,
+                max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
+            )  # fmt: skip
+            hits, n = hits + summary["success"] * summary["n"], n + summary["n"]
+        return hits / max(1, n)
+
+    return success
+
+
+def run_demonstrations(servers: Servers, demo_tasks: list[Task], tokenizer) -> list[dict]:
+    """The run's demonstrations (SFT's, the control's, GRPO's ``demo_loss``): each
+    environment's from its own gold answers."""
+    from gymflow.train.sft import demonstrations
+
+    demos = []
+    for name, (env, _) in servers.items():
+        demos += demonstrations(env, tokenizer, [t for t in demo_tasks if t.env == name])
+    return demos
+
+
+def sft_settings(cfg: LifecycleConfig, control: bool):
+    """SFT's settings seeded by the run (its data order); the control's also train for a wall
+    time, not up to the GRPO start's sampled-validation target."""
+    update: dict = {"seed": cfg.seed}
+    if control:
+        update |= {"max_steps": 100_000, "target_sampled_success": 1.01}
+    return cfg.sft.model_copy(update=update)
