@@ -5,8 +5,9 @@ where the lifecycle cannot run — a lent GPU machine with no Prefect server, no
 network — for a checkpoint and a run config, with the lifecycle's own pieces: its task
 assembly (`assemble_tasks`, dedup and leakage check included) and, from
 :mod:`gymflow.lifecycle.training_inputs` as the stages take them, its seeded demonstration /
-pool split, its environment servers, validation scorer, demonstrations and SFT settings; SFT to the GRPO start with the config's sampled-validation target, then GRPO and
-the control side by side (the control in a spawned process, stopped at GRPO's training wall
+pool split, its environment servers, validation scorer, demonstrations and SFT settings.
+SFT to the GRPO start with the config's sampled-validation target, then GRPO and the control
+side by side (the control in a spawned process, stopped at GRPO's training wall
 time by :mod:`gymflow.train.twin_clock`, as ``control_beside_grpo`` does), both picking their
 checkpoint on the validation split as in a run, and greedy success on the first ``heldout_n``
 held-out tasks for the start, GRPO and the control (paired, per task).
