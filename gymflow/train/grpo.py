@@ -85,7 +85,12 @@ class GRPOSettings(BaseModel):
     num_generations: int = Field(
         8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
     )
-    learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Constant learning rate.")
+    learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Peak learning rate.")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        "constant",
+        description="How the learning rate falls from its peak to 0 at max_steps (TRL's "
+        "lr_scheduler_type); a time budget that stops GRPO first stops it part-way down.",
+    )
     beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
     loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
     importance_sampling_level: Literal["token", "sequence"] = Field(
@@ -552,7 +557,7 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
         max_completion_length=settings.max_new_tokens,
         temperature=settings.temperature,
         learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=settings.lr_schedule,
         warmup_steps=0,
         weight_decay=0.0,
         beta=settings.beta,
