@@ -44,6 +44,7 @@ from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
 from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.demo_loss import DemoLoss, DemoLossSettings, with_demo_loss
+from gymflow.train.lr_schedule import Schedule, with_progress_schedule
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 from gymflow.train.shared_prompt import with_shared_prompts
 from gymflow.train.success_replay import SuccessReplay
@@ -80,16 +81,18 @@ class LoraSettings(BaseModel):
 class GRPOSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
-    max_steps: int = Field(250, ge=1, description="Optimizer steps (the time budget may stop it first).")
+    max_steps: int = Field(
+        250, ge=1, description="Optimizer steps (the time budget may stop it first)."
+    )
     prompts_per_step: int = Field(4, ge=1, description="Distinct tasks per step (B).")
     num_generations: int = Field(
         8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
     )
     learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Peak learning rate.")
-    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+    lr_schedule: Schedule = Field(
         "constant",
-        description="How the learning rate falls from its peak to 0 at max_steps (TRL's "
-        "lr_scheduler_type); a time budget that stops GRPO first stops it part-way down.",
+        description="How the learning rate falls from its peak to about 0 when the run ends, "
+        "at max_steps or at time_budget_s, whichever is further along (gymflow.train.lr_schedule).",
     )
     beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
     loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
@@ -481,6 +484,11 @@ def run_grpo(
         trainer_cls = with_demo_loss(GRPOTrainer, demo_loss)
     if settings.share_prompts:
         trainer_cls = with_shared_prompts(trainer_cls)
+    if settings.lr_schedule != "constant":
+        trainer_cls = with_progress_schedule(
+            trainer_cls, settings.lr_schedule, settings.max_steps, settings.time_budget_s,
+            progress.trained_s,
+        )  # fmt: skip
     trainer = trainer_cls(
         model=model,
         reward_funcs=[env_reward],
@@ -557,7 +565,7 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
         max_completion_length=settings.max_new_tokens,
         temperature=settings.temperature,
         learning_rate=settings.learning_rate,
-        lr_scheduler_type=settings.lr_schedule,
+        lr_scheduler_type="constant",  # lr_schedule: gymflow.train.lr_schedule installs its own
         warmup_steps=0,
         weight_decay=0.0,
         beta=settings.beta,

@@ -1,0 +1,58 @@
+"""GRPO's learning rate falls with the run's progress: by steps or by wall time, whichever is
+further along (``GRPOSettings.lr_schedule``).
+
+GRPO stops at ``max_steps`` or at its time budget, whichever comes first, and which one it is
+depends on the machine (on the 2026-11-25 evening machine the budget stopped the default after
+98–112 of its steps; on a faster one the cap stops it). A schedule by steps alone (TRL's
+``lr_scheduler_type``) would still be part-way down when a slow machine's budget ends the run:
+cosine at step 130 of 250 is still at 47 % of the peak. Here the run's progress is
+``max(step / max_steps, trained seconds / time_budget_s)`` — the seconds from
+:class:`gymflow.train.resume.Progress`, earlier attempts included — so the rate comes down to
+about 0 when the run ends, either way. transformers' ``Trainer`` builds its scheduler in
+``create_scheduler``; :func:`with_progress_schedule` installs a ``LambdaLR`` over that progress
+there (its state, the step, is saved with each checkpoint as any scheduler's is).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+Schedule = Literal["constant", "linear", "cosine"]
+
+
+def progress(step: int, max_steps: int, elapsed_s: float, budget_s: float | None) -> float:
+    """How far the run is, 0 to 1: the further along of its steps and its time budget."""
+    done = step / max_steps
+    if budget_s:
+        done = max(done, elapsed_s / budget_s)
+    return min(1.0, done)
+
+
+def factor(kind: Schedule, done: float) -> float:
+    """The share of the peak learning rate at progress ``done``."""
+    if kind == "linear":
+        return 1.0 - done
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * done))
+    return 1.0
+
+
+def with_progress_schedule(
+    trainer_cls, kind: Schedule, max_steps: int, budget_s: float | None, clock: Callable[[], float]
+):
+    """``trainer_cls`` whose scheduler follows :func:`factor` of :func:`progress`; ``clock()``
+    is the training seconds so far."""
+    from torch.optim.lr_scheduler import LambdaLR
+
+    def rate(step: int) -> float:
+        return factor(kind, progress(step, max_steps, clock(), budget_s))
+
+    class ProgressSchedule(trainer_cls):
+        def create_scheduler(self, num_training_steps: int, optimizer=None):
+            if self.lr_scheduler is None:
+                self.lr_scheduler = LambdaLR(optimizer or self.optimizer, rate)
+            return self.lr_scheduler
+
+    return ProgressSchedule
