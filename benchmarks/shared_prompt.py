@@ -42,9 +42,9 @@ def _model(cache: Path) -> Path:
 
 
 def _trainer(cls, model_dir: Path, out: Path, batch: int, group: int):
-    from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from datasets import Dataset
     from gymflow.train.grpo import GRPOSettings, trainer_config
 
     settings = GRPOSettings(prompts_per_step=batch // group, num_generations=group)
@@ -107,7 +107,9 @@ def measure(model_dir: Path, work: Path, batch_shape: tuple[int, int], repeats: 
     prompts, group = batch_shape
     ids, mask, keep, real_p, real_c = _batch(model_dir, prompts, group)
     trl = _trainer(GRPOTrainer, model_dir, work / "trl", prompts * group, group)
-    ours = _trainer(with_shared_prompts(GRPOTrainer), model_dir, work / "ours", prompts * group, group)
+    ours = _trainer(
+        with_shared_prompts(GRPOTrainer), model_dir, work / "ours", prompts * group, group
+    )
     times: dict[str, list[float]] = {"trl": [], "shared": []}
     for i in range(repeats + 2):
         for name, trainer in (("trl", trl), ("shared", ours)):

@@ -90,7 +90,7 @@ class GRPOSettings(BaseModel):
     )
     learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Peak learning rate.")
     lr_schedule: Schedule = Field(
-        "constant",
+        "cosine",
         description="How the learning rate falls from its peak to about 0 when the run ends, "
         "at max_steps or at time_budget_s, whichever is further along (gymflow.train.lr_schedule).",
     )
