@@ -11,9 +11,15 @@ from gymflow.train.lr_schedule import factor, progress
 
 def test_progress_is_the_further_along_of_steps_and_time():
     assert progress(50, 250, 10.0, 340.0) == pytest.approx(0.2)  # steps lead
-    assert progress(50, 250, 170.0, 340.0) == pytest.approx(0.5)  # the clock leads
+    assert progress(50, 250, 170.0, 340.0) == pytest.approx(0.45)  # the clock leads, less slack
     assert progress(50, 250, 170.0, None) == pytest.approx(0.2)  # no budget: steps only
     assert progress(300, 250, 0.0, None) == 1.0 and progress(1, 250, 999.0, 340.0) == 1.0
+
+
+def test_a_slow_first_step_does_not_move_a_cap_bound_run():
+    """Warm-up makes the first steps slow on the clock; within the slack the steps decide."""
+    assert progress(1, 250, 3.0, 340.0) == pytest.approx(1 / 250)
+    assert progress(25, 250, 40.0, 340.0) == pytest.approx(25 / 250)
 
 
 @pytest.mark.parametrize(

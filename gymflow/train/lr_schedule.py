@@ -6,9 +6,10 @@ depends on the machine (on the 2026-11-25 evening machine the budget stopped the
 98–112 of its steps; on a faster one the cap stops it). A schedule by steps alone (TRL's
 ``lr_scheduler_type``) would still be part-way down when a slow machine's budget ends the run:
 cosine at step 130 of 250 is still at 47 % of the peak. Here the run's progress is
-``max(step / max_steps, trained seconds / time_budget_s)`` — the seconds from
+``max(step / max_steps, trained seconds / time_budget_s − 0.05)`` — the seconds from
 :class:`gymflow.train.resume.Progress`, earlier attempts included — so the rate comes down to
-about 0 when the run ends, either way. transformers' ``Trainer`` builds its scheduler in
+about 0 when the run ends, either way; the 0.05 keeps a run the cap ends on steps alone, so
+its rates do not depend on the machine's pace (:data:`TIME_SLACK`). transformers' ``Trainer`` builds its scheduler in
 ``create_scheduler``; :func:`with_progress_schedule` installs a ``LambdaLR`` over that progress
 there (its state, the step, is saved with each checkpoint as any scheduler's is).
 """
@@ -22,11 +23,18 @@ from typing import Literal
 Schedule = Literal["constant", "linear", "cosine"]
 
 
+TIME_SLACK = 0.05
+"""The time share counts only once it leads the step share by this much (5 % of the budget,
+17 s of the default's 340 s): a run the step cap ends then decays by steps alone, so it trains
+at the same rates on every run of a seed, whatever the first steps' warm-up cost on the clock."""
+
+
 def progress(step: int, max_steps: int, elapsed_s: float, budget_s: float | None) -> float:
-    """How far the run is, 0 to 1: the further along of its steps and its time budget."""
+    """How far the run is, 0 to 1: the further along of its steps and its time budget (the
+    time share less :data:`TIME_SLACK`, so it ends at ``factor(0.95)``: ~0.6 % of the peak)."""
     done = step / max_steps
     if budget_s:
-        done = max(done, elapsed_s / budget_s)
+        done = max(done, elapsed_s / budget_s - TIME_SLACK)
     return min(1.0, done)
 
 
