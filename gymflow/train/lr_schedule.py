@@ -9,9 +9,10 @@ cosine at step 130 of 250 is still at 47 % of the peak. Here the run's progress 
 ``max(step / max_steps, trained seconds / time_budget_s − 0.05)`` — the seconds from
 :class:`gymflow.train.resume.Progress`, earlier attempts included — so the rate comes down to
 about 0 when the run ends, either way; the 0.05 keeps a run the cap ends on steps alone, so
-its rates do not depend on the machine's pace (:data:`TIME_SLACK`). transformers' ``Trainer`` builds its scheduler in
-``create_scheduler``; :func:`with_progress_schedule` installs a ``LambdaLR`` over that progress
-there (its state, the step, is saved with each checkpoint as any scheduler's is).
+its rates do not depend on the machine's pace (:data:`TIME_SLACK`). transformers' ``Trainer``
+builds its scheduler in ``create_scheduler``; :func:`with_progress_schedule` installs a
+``LambdaLR`` over that progress there (its state, the step, is saved with each checkpoint as
+any scheduler's is).
 """
 
 from __future__ import annotations

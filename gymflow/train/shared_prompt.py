@@ -9,8 +9,8 @@ one method: the distinct prompts (all but their last token) go through the model
 KV cache, the cache rows are repeated for the samples (an index, so the backward sums the G
 samples' gradients into the one prompt pass), and the samples' last prompt token plus
 completion run on top of it. Positions, masks and the fused LM head are TRL's, so the log-probs
-and gradients are TRL's own (``tests/test_shared_prompt.py`` compares both), at about half the
-update's compute on the default (``benchmarks/grpo_step.py``).
+and gradients are TRL's own (``tests/test_shared_prompt.py`` compares both), at less than half
+the loss pass's time on the default (``benchmarks/shared_prompt.py``: 2.17×).
 
 It steps aside (TRL's own method runs) where it cannot help or has not been checked: every prompt
 distinct, a vision model's extra inputs, an MoE router's auxiliary loss, or gradient
