@@ -76,6 +76,26 @@ def test_draws_favour_learning_tasks_retire_solved_and_revisit_failed_less():
     assert per_task["hard"] > 2 * 40 and per_task["failed"] < 40
 
 
+def test_many_failed_tasks_together_hold_at_most_their_share_of_revisits():
+    """Each failed task weighs failed_weight, so a hundred of them would outweigh four
+    learning tasks; the class as a whole is held to failed_share of the revisit odds."""
+    ids = [f"f{i:03d}" for i in range(100)] + ["l0", "l1", "l2", "l3"]
+
+    def failed_rate(settings: TaskPoolSettings) -> float:
+        pool = TaskPool(ids, settings)
+        for t in ids[:100]:
+            _group(pool, 0, t, 0)
+        for t in ids[100:]:
+            _group(pool, 0, t, 1)
+        drawn = [pool.draw(1, step, 0)[0] for step in range(2000)]
+        return sum(t.startswith("f") for t in drawn) / len(drawn)
+
+    unbounded = failed_rate(TaskPoolSettings(replay_share=1.0, failed_share=1.0))
+    assert unbounded == pytest.approx(5.0 / (5.0 + 4 * 1.125), abs=0.04)  # 100 x 0.05 vs 4 x 1.125
+    assert failed_rate(TaskPoolSettings(replay_share=1.0)) == pytest.approx(0.1, abs=0.025)
+    assert failed_rate(TaskPoolSettings(replay_share=1.0, failed_share=0.0)) == 0.0
+
+
 def test_a_step_draws_distinct_tasks_and_honours_exclusions():
     pool = TaskPool(IDS, TaskPoolSettings(replay_share=1.0))
     _seeded(pool)

@@ -11,7 +11,8 @@ task's pass rate) and whether the rewards differed. That puts each task in one c
 
 A draw fills each slot with a revisit of a known task with probability ``replay_share``
 (learning tasks weighted ``1 + floor - pass rate``: the harder ones first; failed ones
-``failed_weight``, a lower rate), and with an unknown task otherwise — so unknown tasks are
+``failed_weight``, a lower rate, and all of them together at most ``failed_share`` of the
+revisit odds), and with an unknown task otherwise — so unknown tasks are
 explored before failed ones are retried, and a task solved once is not drawn again while
 anything else is left. Draws are seeded by ``(seed, step, round)`` and depend on the recorded
 groups only, so a resumed run draws what the first one would have.
@@ -67,6 +68,12 @@ class TaskPoolSettings(BaseModel):
     )
     learning_floor: float = Field(
         0.25, gt=0.0, description="Added to a learning task's weight so no such task is starved."
+    )
+    failed_share: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="Most of a revisit's odds the failed tasks hold together (1: no bound).",
     )
 
 
@@ -131,16 +138,20 @@ class TaskPool:
         rng = random.Random(f"pool-{self.seed}-{step}-{round_}")
         left = [t for t in self.task_ids if t not in exclude]
         unknown = [t for t in left if t not in self.seen]
-        weights = {t: self._weight(self.seen[t]) for t in left if t in self.seen}
-        known = [t for t, w in weights.items() if w > 0]
+        kinds = {t: self.seen[t].kind for t in left if t in self.seen}
+        learning = {t: self._weight(self.seen[t]) for t, k in kinds.items() if k == "learning"}
+        failed = [t for t, k in kinds.items() if k == "failed" and self.settings.failed_weight]
         chosen: list[str] = []
-        while len(chosen) < n and (unknown or known):
-            revisit = known and (not unknown or rng.random() < self.settings.replay_share)
-            if revisit:
-                pick = rng.choices(known, weights=[weights[t] for t in known])[0]
-                known.remove(pick)
-            else:
-                pick = unknown.pop(rng.randrange(len(unknown)))
+        while len(chosen) < n and (unknown or learning or failed):
+            pick = None
+            if (learning or failed) and (not unknown or rng.random() < self.settings.replay_share):
+                if failed and rng.random() < self._failed_odds(len(failed), learning):
+                    pick = failed.pop(rng.randrange(len(failed)))
+                elif learning:
+                    pick = rng.choices(list(learning), weights=list(learning.values()))[0]
+                    del learning[pick]
+            if pick is None:  # a new task; or, with none left, a failed one
+                pick = (unknown or failed).pop(rng.randrange(len(unknown or failed)))
             chosen.append(pick)
         if len(chosen) < n:  # only solved tasks are left: they are drawn rather than none
             rest = [t for t in left if t not in set(chosen)]
@@ -165,12 +176,19 @@ class TaskPool:
         self.save()
 
     def _weight(self, seen: Seen) -> float:
-        kind = seen.kind
-        if kind == "solved":
-            return 0.0
-        if kind == "failed":
-            return self.settings.failed_weight
+        """A learning task's revisit weight: the harder, the likelier."""
         return 1.0 + self.settings.learning_floor - seen.pass_rate
+
+    def _failed_odds(self, failed: int, learning: dict[str, float]) -> float:
+        """Chance a revisit goes to a failed task: the class's share of the weights, at most
+        ``failed_share``. Each failed task weighs ``failed_weight``, so the class's share grows
+        with its number: late in a run failed tasks outnumbered learning ones and a fifth to a
+        quarter of all groups were failed revisits, two thirds of them zero-variance
+        (docs/tuning.md). With no learning task left the bound still holds; the rest of the
+        revisits go to new tasks."""
+        weight = failed * self.settings.failed_weight
+        odds = weight / (weight + sum(learning.values()))
+        return odds if self.settings.failed_share >= 1.0 else min(odds, self.settings.failed_share)
 
     def _fold(self) -> None:
         self.seen = {}
