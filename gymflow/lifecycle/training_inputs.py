@@ -59,8 +59,8 @@ def validation_success(
     cfg: LifecycleConfig, servers: Servers, val: list[Task], greedy: bool
 ) -> Callable[[object, object], float]:
     """``evaluate(model, tokenizer) -> success`` on the first ``cfg.val_eval_n`` of ``val``
-    (a mix: each environment's share of them, success pooled over all): sampled at GRPO's
-    temperature (SFT's pick) or greedy (GRPO's, as the gate scores)."""
+    (a mix: each environment's share of them, success pooled over all): sampled at
+    ``sft.sample_temperature`` (SFT's pick) or greedy (GRPO's, as the gate scores)."""
     from gymflow.eval.evaluation import evaluate_policy
     from gymflow.policy.transformers_backend import TransformersPolicy
 
@@ -71,7 +71,7 @@ def validation_success(
         policy, hits, n = TransformersPolicy(model, tokenizer), 0.0, 0
         for name, (env, app) in servers.items():
             _, summary = evaluate_policy(
-                env, app, policy, tasks[name], greedy=greedy, temperature=cfg.grpo.temperature,
+                env, app, policy, tasks[name], greedy=greedy, temperature=cfg.sft.sample_temperature,
                 max_new_tokens=cfg.max_new_tokens, seed=cfg.seed + 17,
             )  # fmt: skip
             hits, n = hits + summary["success"] * summary["n"], n + summary["n"]
