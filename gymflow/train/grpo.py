@@ -82,11 +82,11 @@ class GRPOSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
     max_steps: int = Field(
-        320, ge=1, description="Optimizer steps (the time budget may stop it first)."
+        250, ge=1, description="Optimizer steps (the time budget may stop it first)."
     )
-    prompts_per_step: int = Field(2, ge=1, description="Distinct tasks per step (B).")
+    prompts_per_step: int = Field(4, ge=1, description="Distinct tasks per step (B).")
     num_generations: int = Field(
-        16, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
+        8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
     )
     learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Peak learning rate.")
     lr_schedule: Schedule = Field(
@@ -105,7 +105,7 @@ class GRPOSettings(BaseModel):
     lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
     epsilon_high: float = Field(0.28, gt=0.0, description="Upper clip (DAPO clip-higher).")
     temperature: float = Field(
-        1.2,
+        1.1,
         gt=0.0,
         le=5.0,
         description="Rollout sampling temperature (TRL scales the loss's logits to match).",
