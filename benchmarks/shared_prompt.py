@@ -11,7 +11,7 @@ tokenizer, built here; the weights do not change the time), TRL's ``GRPOTrainer`
 ``_compute_loss`` calls it) and the backward of a loss over its log-probs, TRL's method
 (``share_prompts`` off) and :func:`gymflow.train.shared_prompt.with_shared_prompts` alternating,
 ``--repeats`` times each after two warm-ups; the figure is the median. The default's B × G is
-2 × 16 (4 × 8 until 2026-11-26); 4 × 8 and 8 × 4 show how the saving follows the group size.
+4 × 8 (2 × 16 on 2026-11-26 only); 2 × 16 and 8 × 4 show how the saving follows the group size.
 
 Prints one JSON object; ``--out`` also writes it to a file.
 """

@@ -53,9 +53,9 @@ class SFTSettings(BaseModel):
         gt=0.0,
         le=5.0,
         description="Temperature of the sampled validation that stops SFT (and picks the SFT "
-        "control's checkpoint). Its own setting, not GRPO's: 16 samples at GRPO's T 1.2 find "
-        "variance in a start that samples 0.3 at T 1.0, and a T 1.2 target handed over 125 "
-        "steps later to a start GRPO gained 7 points on instead of ~20 (docs/tuning.md).",
+        "control's checkpoint). Its own setting, not GRPO's: when it followed GRPO's T 1.2 "
+        "(the 2026-11-26 default), a start that samples 0.3 at T 1.0 handed over 125 steps "
+        "later, to a start GRPO gained 7 points on instead of ~20 (docs/tuning.md).",
     )
     gradient_checkpointing: bool = Field(
         False,
