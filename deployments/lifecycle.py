@@ -30,10 +30,15 @@ from gymflow.lifecycle.config import LifecycleConfig  # noqa: E402
 
 
 def scheduled_run_id(flow_run_id: str | None) -> str:
-    """One run id per flow run (its retries included); a fresh one outside a flow run."""
+    """One run id per flow run (its retries included); a fresh one outside a flow run.
+
+    The whole flow-run id, not a prefix: Prefect's ids are UUIDv7, whose first 48 bits are the
+    creation millisecond, so runs its scheduler creates in one batch share any short prefix —
+    and a run id shared with an earlier run would reuse that run's folder and cached stages.
+    """
     from gymflow.core.ids import new_run_id
 
-    return f"sched-{flow_run_id[:13]}" if flow_run_id else new_run_id()
+    return f"sched-{flow_run_id}" if flow_run_id else new_run_id()
 
 
 def _flow_run_name() -> str:

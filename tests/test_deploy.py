@@ -21,6 +21,8 @@ import time
 import pytest
 from ui_process import GYMFLOW, UIProcess, api
 
+from gymflow.deployments.lifecycle import scheduled_run_id
+
 STAGES = [
     "generate_tasks", "resolve_policy", "profile_verifier", "baseline_eval", "sft", "grpo",
     "sft_control", "heldout_gate", "promote",
@@ -107,6 +109,23 @@ def test_deployments_are_registered_with_cron_and_typed_parameters(served):
     assert evaluation["parameters"]["options"]["policy"] == "models:/gymflow-tool_call@champion"
 
 
+def test_runs_the_scheduler_creates_in_one_batch_get_their_own_run_ids(served):
+    """Prefect's scheduler inserts a deployment's next runs in one batch; their UUIDv7 ids share
+    the creation millisecond (the first 48 bits), so a run id made of a prefix was shared and a
+    nightly run silently reused an earlier night's folder and cached stages."""
+    ui, _, deployments = served
+    nightly = deployments["nightly"]["id"]
+    query = {"flow_runs": {"deployment_id": {"any_": [nightly]}, "state": {"type": {"any_": ["SCHEDULED"]}}}}  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(batch := api(f"{ui.prefect}/api/flow_runs/filter", query)) < 2:
+        assert time.monotonic() < deadline, f"the scheduler created {len(batch)} runs in 120 s"
+        time.sleep(2)
+    ids = [run["id"] for run in batch]
+    assert len({scheduled_run_id(i) for i in ids}) == len(ids), ids
+    shared = len(ids) - len({i[:13] for i in ids})
+    print(f"{len(ids)} scheduled runs, {shared} sharing a 13-character prefix with another")
+
+
 def _retry(ui, flow_run_id: str) -> dict:
     """What the Prefect UI's Retry button does to a failed flow run; its next end state."""
     retry = {"state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False}  # fmt: skip
@@ -120,7 +139,7 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     first = api(f"{ui.prefect}/api/deployments/{nightly}/create_flow_run", {})
     failed = _wait(ui, first["id"])
     assert failed["state_type"] == "FAILED", failed["state"]
-    run_id = f"sched-{first['id'][:13]}"
+    run_id = scheduled_run_id(first["id"])
     assert failed["name"] == run_id, "the flow run is named after its run id"
     run_dir = home / "runs" / run_id
     assert (run_dir / ".injected-failure-sft@step15").exists()
@@ -166,7 +185,7 @@ def test_failed_run_retried_like_the_ui_then_nothing_new_is_skipped(served):
     started = time.monotonic()
     skipped = _wait(ui, second["id"])
     assert skipped["state_type"] == "COMPLETED", skipped["state"]
-    assert not _stage_runs(ui, f"sched-{second['id'][:13]}"), "a stage ran though nothing changed"
+    assert not _stage_runs(ui, scheduled_run_id(second["id"])), "a stage ran though nothing changed"
     artifacts = api(
         f"{ui.prefect}/api/artifacts/filter",
         {"artifacts": {"flow_run_id": {"any_": [second["id"]]}}},
