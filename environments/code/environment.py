@@ -7,7 +7,10 @@ Single turn, no tools: the task shows a function's signature and docstring; the 
 (``heavy_verify``): the resources server runs it off the event loop, in a process pool.
 
 The sandbox tier comes from ``GYMFLOW_CODE_ISOLATION`` (``auto``, ``bwrap``, ``unshare``,
-``none``; default ``auto``, see :mod:`gymflow.environments.code.sandbox`).
+``none``; default ``auto``, see :mod:`gymflow.environments.code.sandbox`). A host with neither
+bubblewrap nor Landlock runs no answer unless ``GYMFLOW_CODE_INSECURE_SANDBOX=1``
+(:mod:`gymflow.environments.code.kernel_layer`); :meth:`CodeEnvironment.preflight` says so
+before a server starts.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment, Probe, TaskDraft
-from gymflow.environments.code import generator, humaneval, probes, verifier
+from gymflow.environments.code import generator, humaneval, kernel_layer, probes, sandbox, verifier
 from gymflow.environments.code.sandbox import Limits
 
 
@@ -33,6 +36,11 @@ class CodeEnvironment(Environment):
 
     def tools(self):
         return []
+
+    def preflight(self) -> None:
+        """Raise ``env_unavailable`` (one line: what is missing, how to get it) when this host
+        cannot sandbox answers: ``gymflow env serve code`` calls it before serving."""
+        kernel_layer.require(sandbox.resolve(self.isolation))
 
     def generate(self, n: int, seed: int) -> list[TaskDraft]:
         drafts = []

@@ -4,18 +4,21 @@ This file is never imported by gymflow. :mod:`gymflow.environments.code.executio
 writes the code object to the stdin of a bare interpreter (``python -I -S``) inside the
 sandbox, where the project is not visible, so it uses the standard library only (and nothing
 slow to import: no ``json``, no ``re``). A marshalled dict follows on stdin; its ``role``
-picks the program.
+picks the program. Both programs first drop root (to their own uid), set hard rlimits and
+confine themselves with Landlock and seccomp (``confine.py``, sent compiled in the payload),
+all before any task or answer code runs; a confinement the kernel refuses ends the process
+(status 70) rather than run unconfined.
 
-* ``solution`` (untrusted): drops root, sets its own hard rlimits (no forks at all:
-  ``RLIMIT_NPROC`` 0), installs the audit-hook guard, runs the answer, then serves calls — each
-  request from the test process is ``(args, kwargs)`` for the entry point, each reply the return
-  value or the exception's name and message. Only marshal-able values cross (plain data:
-  numbers, strings, bytes, tuples, lists, dicts, sets), so an object that claims to equal
-  anything never reaches a test.
+* ``solution`` (untrusted): installs the audit-hook guard, runs the answer, then serves calls —
+  each request from the test process is ``(args, kwargs)`` for the entry point, each reply the
+  return value or the exception's name and message. Only marshal-able values cross (plain
+  data: numbers, strings, bytes, tuples, lists, dicts, sets), so an object that claims to equal
+  anything never reaches a test. Every refusal of the guard is also written at once to a
+  *record* pipe whose other end the host holds: a refusal cannot be taken back.
 * ``tests`` (trusted task code): runs the task's prompt code and ``check`` in its own process
-  and calls the candidate through a proxy. The verdict comes from here, a process the answer
-  never runs in: printing "PASSED", exiting early, patching builtins or ``check`` in the
-  solution process cannot change it. The verdict is one ``repr`` line on stdout for the host.
+  and calls the candidate through a proxy. The verdict goes to the host over a *verdict* pipe
+  that only this process holds (the solution process never has that descriptor), each line
+  prefixed with a per-run nonce the solution process never sees. Its stdout is a log.
 
 Frames are 4-byte big-endian lengths followed by marshal data. Marshal (not pickle) because it
 builds only plain values; a crafted frame could at worst crash the (sandboxed) test process,
@@ -37,7 +40,10 @@ _DENIED_MODULES = frozenset({
 _DENIED_EVENTS = frozenset({
     "os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.kill",
     "os.killpg", "os.chroot", "subprocess.Popen", "pty.spawn", "code.__new__",
-    "resource.setrlimit", "resource.prlimit",
+    "resource.setrlimit", "resource.prlimit", "signal.pthread_kill",
+    # ways to reach or change the guard itself (the gc walk, a swapped __code__, a tracer)
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
+    "sys.addaudithook", "sys._current_frames",
 })
 _DENIED_PREFIXES = ("socket.", "ctypes.", "shutil.", "webbrowser.", "urllib.", "http.")
 _READ_PATH_EVENTS = frozenset({"os.listdir", "os.scandir", "os.listxattr", "os.getxattr"})
@@ -149,49 +155,68 @@ def _describe(exc: BaseException) -> str:
 # --- the guard (solution process) -------------------------------------------------------------
 
 
-def _install_guard(work_dir: str, violations: list) -> None:
+def _install_guard(work_dir: str, violations: list, record_fd: int) -> None:
     """An audit hook that refuses processes, sockets, foreign modules and files outside bounds.
 
     Reads are allowed under the stdlib and the work dir, writes under the work dir only. Every
-    refusal is recorded (and reported to the test process, which then fails the answer) even
-    when the code catches the ``PermissionError``. Defence in depth: code that goes after the
-    hook's own objects (through ``gc`` or frames) can switch it off, so the OS layer
-    (namespaces, rlimits) is the boundary; in the fallback tiers this hook is all there is.
+    refusal is recorded — written at once to ``record_fd`` (the host reads it), and reported to
+    the test process, which then fails the answer — even when the code catches the
+    ``PermissionError``. It also refuses the known ways to reach the hook (walking ``gc``,
+    swapping a ``__code__``, tracers, more hooks), and everything it uses is bound here, not
+    looked up in globals or builtins the answer could patch. It is still defence in depth, in
+    the answer's own interpreter: Landlock and seccomp (``confine.py``) are the boundary.
     """
-    realpath, sep = os.path.realpath, os.sep
+    realpath, sep, fsdecode, write = os.path.realpath, os.sep, os.fsdecode, os.write
+    str_, bytes_, int_, type_, len_, any_ = str, bytes, int, type, len, any
+    denied_modules, denied_events, denied_prefixes = (
+        _DENIED_MODULES,
+        _DENIED_EVENTS,
+        _DENIED_PREFIXES,
+    )
+    read_events, write_events, write_flags = _READ_PATH_EVENTS, _WRITE_PATH_EVENTS, _WRITE_FLAGS
+    refused = PermissionError
     work = realpath(work_dir)
     readable = (work, *(realpath(p) for p in sys.path if p), "/dev/null", "/dev/urandom")
     writable = (work, "/dev/null")
 
     def allowed(path, roots) -> bool:
-        if type(path) is bytes:
-            path = os.fsdecode(path)
-        if type(path) is not str:  # a PathLike could answer differently the second time
+        if type_(path) is bytes_:
+            path = fsdecode(path)
+        if type_(path) is not str_:  # a PathLike could answer differently the second time
             return False
         real = realpath(path)
-        return any(real == root or real.startswith(root + sep) for root in roots)
+        return any_(real == root or real.startswith(root + sep) for root in roots)
 
     def refuse(event: str, what) -> None:
-        if len(violations) < 20:
-            violations.append(f"{event} {what!r}"[:200])
-        raise PermissionError(f"blocked by the sandbox: {event}")
+        if type_(what) not in (str_, bytes_, int_):  # never run the answer's __repr__ here
+            what = type_(what).__name__
+        record = f"{event} {what!r}"[:200]
+        if len_(violations) < 20:
+            violations.append(record)
+            try:  # noqa: SIM105 (no contextlib in the hook: it is looked up at each call)
+                write(record_fd, (record + "\n").encode())
+            except OSError:  # the answer closed it: the refusal still stands
+                pass
+        raise refused(f"blocked by the sandbox: {event}")
 
     def hook(event: str, args: tuple) -> None:
         if event == "open":
             path, flags = args[0], args[2] or 0
-            if type(path) is not int and not allowed(
-                path, writable if flags & _WRITE_FLAGS else readable
+            if type_(path) is not int_ and not allowed(
+                path, writable if flags & write_flags else readable
             ):
                 refuse(event, path)
         elif event == "import":
-            if args[0].partition(".")[0] in _DENIED_MODULES:
+            if args[0].partition(".")[0] in denied_modules:
                 refuse(event, args[0])
-        elif event in _DENIED_EVENTS or event.startswith(_DENIED_PREFIXES):
-            refuse(event, args[:1])
-        elif event in _READ_PATH_EVENTS or event in _WRITE_PATH_EVENTS:
-            roots = readable if event in _READ_PATH_EVENTS else writable
+        elif event in denied_events or event.startswith(denied_prefixes):
+            refuse(event, args[0] if args else "")
+        elif event == "object.__setattr__" and args[1] == "__code__":
+            refuse(event, "__code__")
+        elif event in read_events or event in write_events:
+            roots = readable if event in read_events else writable
             for path in args[:2]:
-                if path is not None and type(path) is not int and not allowed(path, roots):
+                if path is not None and type_(path) is not int_ and not allowed(path, roots):
                     refuse(event, path)
 
     sys.addaudithook(hook)
@@ -205,7 +230,7 @@ def run_solution(payload: dict) -> None:
     _send(fd_out, ("started", []))  # before any answer code runs, so it cannot be faked away
     violations: list[str] = []
     if payload["guard"]:
-        _install_guard(os.getcwd(), violations)
+        _install_guard(os.getcwd(), violations, payload["record_fd"])
     try:
         code = compile(payload["code"], "<solution>", "exec")
     except SyntaxError as exc:
@@ -336,7 +361,8 @@ def run_tests(payload: dict) -> None:
     channel = _Channel(payload["fd_in"], payload["fd_out"], payload["max_message_bytes"])
     verdict = {"verdict": "passed", "detail": "", "calls": 0, "solution_started": False}
     verdict.update(solution_cpu_s=0.0, tests_cpu_s=0.0)
-    os.write(1, b"started\n")
+    verdict_fd, nonce = payload["verdict_fd"], payload["nonce"]
+    os.write(verdict_fd, f"{nonce} started\n".encode())
     try:
         if channel.receive() != ("started", []):
             raise _Violation("the solution process broke the protocol")
@@ -360,7 +386,7 @@ def run_tests(payload: dict) -> None:
     except _TaskError as exc:
         verdict.update(verdict="task_error", detail=str(exc)[:500])
     verdict["tests_cpu_s"] = _cpu_s()
-    os.write(1, (repr(verdict) + "\n").encode())
+    os.write(verdict_fd, f"{nonce} {verdict!r}\n".encode())
 
 
 def _check(payload: dict, candidate, verdict: dict) -> dict:
@@ -414,11 +440,46 @@ def _failed_line(exc: AssertionError, source: str) -> str:
     return f"test line {line}: {text[:300]}{message[:200]}"
 
 
+def _load_confine(payload: dict):
+    """``confine.py``'s functions, loaded while the stdlib is still reachable (before the uid
+    switch: an interpreter under ``/root`` cannot import ``ctypes`` after it); ``None`` if the
+    host offers no kernel layer."""
+    plan = payload["confine"]
+    if not plan or not (plan["landlock_abi"] or plan["seccomp"]):
+        return None
+    namespace = {"__name__": "confine"}
+    exec(payload["confine_code"], namespace)
+    return namespace
+
+
+def _confine(confine, plan: dict) -> None:
+    """Landlock and seccomp before any task or answer code; fail closed (status 70)."""
+    try:
+        read = [p for p in sys.path if p] + plan["system_read"]
+        write = [os.getcwd(), "/dev/null"] if plan["write_work_dir"] else ["/dev/null"]
+        if plan["landlock_abi"]:
+            confine["landlock"](plan["landlock_abi"], read, write)
+        if plan["seccomp"]:
+            confine["seccomp"](plan["seccomp"])
+    except BaseException as exc:
+        os.write(2, f"the sandbox could not confine itself: {_describe(exc)}\n".encode())
+        os._exit(70)
+    for name in [m for m in sys.modules if m.startswith(("ctypes", "_ctypes"))]:
+        del sys.modules[name]  # importing ctypes again passes the guard's import check
+
+
 def main() -> None:
     payload = _read_payload()
+    confine = _load_confine(payload)
     _drop_root(payload["drop_to_uid"], payload["preload"])
     _set_limits(payload["limits"])
-    (run_solution if payload["role"] == "solution" else run_tests)(payload)
+    if confine is not None:
+        _confine(confine, payload["confine"])
+        del confine
+    try:  # noqa: SIM105 (contextlib is not worth its import in every sandbox)
+        (run_solution if payload["role"] == "solution" else run_tests)(payload)
+    except BrokenPipeError:  # the other process ended first: nothing is left to tell it
+        pass
     os._exit(0)  # no atexit handlers or finalizers of the answer's objects run after this
 
 

@@ -22,23 +22,32 @@ tried once per process with a real launch):
       runs (a root-owned process would be exempt from ``RLIMIT_NPROC``); as another user,
       bwrap adds a user namespace (and forbids nested ones).
 ``unshare`` (util-linux) — network, IPC and UTS namespaces (and a user namespace when not
-    root): the network as above, but **no file-system isolation** and no PID namespace. The
-    process sees the host's files with the rights of its uid (65534 when started by root, else
-    the caller's), and only the in-process audit hook (see ``inside.py``) refuses reads outside
-    the stdlib and the work dir (a host temporary directory) and writes outside the work dir.
-    As root with an interpreter only root can reach (``/root/...``), common stdlib modules are
-    imported before the uid switch and others cannot be imported.
-``none`` — rlimits, the session kill, the uid and the audit hook only: **no network and no
-    file-system isolation** beyond that hook.
+    root): the network as above, but no mount namespace and no PID namespace: the process
+    sees the host's files with the rights of its uid (65534 when started by root, else the
+    caller's), limited by the kernel layer below. As root with an interpreter only root can
+    reach (``/root/...``), common stdlib modules are imported before the uid switch.
+``none`` — rlimits, the session kill, the uid and the kernel layer only: the host's network
+    namespace, closed by Landlock's TCP rules and the seccomp filter.
+
+The kernel layer (:mod:`gymflow.environments.code.kernel_layer`), in every tier where the
+kernel offers it: each interpreter confines itself before any task or answer code runs, with
+Landlock (reads only under the stdlib, the system libraries and its work dir, writes only in
+its work dir, no TCP, no signals or abstract sockets outside its own domain) and a seccomp
+filter that kills it on process creation, ``execve``, sockets, ``ptrace``, ``prctl`` and other
+escapes. Both are irrevocable: code inside cannot lift them, ``ctypes`` included. Without
+bubblewrap *and* without Landlock the sandbox refuses to run answers unless
+``GYMFLOW_CODE_INSECURE_SANDBOX=1`` (``gymflow env serve --insecure-sandbox``). On top, an
+audit hook in the solution process (``inside.py``) refuses and records what the answer tries:
+defence in depth and the record of an attempt, never the last line.
 
 Always covered: CPU seconds (``RLIMIT_CPU``), address space (``RLIMIT_AS``), file size
 (``RLIMIT_FSIZE``), open files, no core dumps, no processes or threads (``RLIMIT_NPROC`` 0,
 which the kernel does not enforce for root: hence the switch to uid 65534), and the wall
 clock. Not covered in any tier: CPU and memory *bandwidth* (a busy sandbox slows its
-neighbours), and kernel exploits — this is a sandbox for model-written code, not for a
-determined attacker with a kernel bug. If bubblewrap is missing, ``auto`` logs a warning
-naming what is lost and how to install it; asking for a tier by name that does not work
-raises instead.
+neighbours), and kernel exploits through the system calls the filter allows — this is a
+sandbox for model-written code, not for a determined attacker with a kernel bug. If
+bubblewrap is missing, ``auto`` logs a warning naming what is lost and how to install it;
+asking for a tier by name that does not work raises instead.
 """
 
 from __future__ import annotations
@@ -67,6 +76,9 @@ TESTS_UID = 65533
 """The uid (and gid) of the test process started by root: not the solution's, so that where
 both share a PID namespace (the fallback tiers) the solution can neither signal nor trace it."""
 WORK_DIR_IN_BWRAP = "/sandbox"
+BOOTSTRAP = "import marshal, sys; exec(marshal.load(sys.stdin.buffer))"
+"""The ``-c`` program of every sandboxed interpreter: run the compiled code object that comes
+first on stdin (compiling ``inside.py`` in every sandbox would cost each interpreter ~9 ms)."""
 
 log = logging.getLogger(__name__)
 
@@ -250,9 +262,9 @@ def choose(requested: str, probe: Callable[[Isolation], str | None] = works) -> 
                     "(apt-get install bubblewrap) for full isolation.",
                     "; ".join(reasons),
                     tier,
-                    "no file-system isolation (an audit hook guards files)"
+                    "no mount or PID namespace (Landlock and seccomp guard files and processes)"
                     if tier == "unshare"
-                    else "no network or file-system isolation (an audit hook guards both)",
+                    else "no namespaces (Landlock and seccomp guard files, network, processes)",
                 )
             return tier
         reasons.append(problem)
