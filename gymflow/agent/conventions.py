@@ -1,0 +1,131 @@
+"""The server conventions the agent server and the capturing proxy share with the resources
+server (:mod:`gymflow.env.resources_server`) and ``gymflow policy serve``.
+
+* Errors are JSON ``{"error": {"kind", "message"}}`` with a status code, whatever raised them:
+  a :class:`~gymflow.env.sessions.RequestError`, a ``GymflowError`` (its kind decides the
+  status), a route that does not exist, a body that does not validate, or a bug (500,
+  ``internal_error``, logged with its traceback for the operator).
+* Bodies are read with a cap (413 ``payload_too_large``; an oversized body is drained, never
+  held), must be UTF-8 JSON (400 ``not_utf8`` / ``invalid_json``) and validate against the
+  route's model (422 ``bad_request``).
+* With a token, every route but ``/health`` wants ``Authorization: Bearer <token>``
+  (401 ``unauthorized``); :func:`gymflow.env.serve.check_bind` refuses a non-loopback bind
+  without one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gymflow.core import fast_json
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.env.sessions import RequestError
+
+STATUS = {
+    FailureKind.BAD_REQUEST: 422,
+    FailureKind.UNAUTHORIZED: 401,
+    FailureKind.UNKNOWN_SESSION: 404,
+    FailureKind.SESSION_CLOSED: 410,
+    FailureKind.SESSION_LIMIT: 503,
+    FailureKind.PAYLOAD_TOO_LARGE: 413,
+    FailureKind.BACKEND_UNAVAILABLE: 503,
+    FailureKind.UNUSABLE_CHECKPOINT: 422,
+    FailureKind.TIMEOUT: 504,
+}
+"""The status a ``GymflowError`` of a kind gets (other kinds: 502, a service behind us failed)."""
+
+
+def json_response(content: Any, status: int = 200) -> Response:
+    return Response(fast_json.dumps(content), status, media_type="application/json")
+
+
+def error_response(status: int, kind: FailureKind | str, message: str) -> Response:
+    return json_response({"error": {"kind": str(kind), "message": message}}, status)
+
+
+def install_error_shape(app: FastAPI, logger: str) -> None:
+    """Every error of ``app`` in the JSON shape above."""
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Request, exc: RequestError) -> Response:
+        return error_response(exc.status, exc.kind, exc.message)
+
+    @app.exception_handler(GymflowError)
+    async def _gymflow_error(_: Request, exc: GymflowError) -> Response:
+        return error_response(STATUS.get(exc.kind, 502), exc.kind, exc.detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        return error_response(exc.status_code, FailureKind.BAD_REQUEST, message)
+
+    @app.exception_handler(Exception)  # Starlette's outermost handler: a bug, said as one
+    async def _bug(request: Request, exc: Exception) -> Response:
+        logging.getLogger(logger).exception("request failed: %s", request.url.path)
+        return error_response(500, FailureKind.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def authorizer(token: str | None):
+    """``check(request)`` raising 401 unless the request carries the bearer ``token``."""
+    expected = f"Bearer {token}".encode() if token else None
+
+    def check(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise RequestError(
+                401, FailureKind.UNAUTHORIZED, "missing or wrong bearer token (Authorization)"
+            )
+
+    return check
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request's body as JSON, read with a cap (see the module doc)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= max_bytes:
+            chunks.append(chunk)
+        else:
+            chunks.clear()
+    if size > max_bytes:
+        raise RequestError(
+            413, FailureKind.PAYLOAD_TOO_LARGE, f"body of {size} bytes > {max_bytes}"
+        )
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(
+            400, FailureKind.NOT_UTF8, f"body is not UTF-8 at byte {exc.start}"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # huge integers, deep nesting
+        raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc}") from None
+
+
+async def read_model(request: Request, model: type[BaseModel], max_bytes: int) -> Any:
+    """The body validated as ``model`` (422 ``bad_request`` naming the first problems)."""
+    raw = await read_json(request, max_bytes)
+    try:
+        return model.model_validate(raw)
+    except RecursionError:
+        raise RequestError(400, FailureKind.INVALID_JSON, "body nested too deeply") from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:3]
+        )
+        raise RequestError(422, FailureKind.BAD_REQUEST, problems) from None
