@@ -258,3 +258,26 @@ def test_rollouts_export_reads_a_lifecycle_run(finished_run, tmp_path, fmt, wher
     else:  # dpo: best vs worst of each group whose rewards differ
         assert len(rows) == groups.filter(pl.col("best") > pl.col("worst")).height
         assert all(r["chosen_reward"] > r["rejected_reward"] for r in rows)
+
+
+def test_every_logged_metric_is_in_the_metrics_reference(finished_run):
+    """Every metric the run logged to MLflow (its parent run and every stage run) is one the
+    docs' generated metrics reference names (``docs/hooks/refgen/metrics_ref.py``: read from
+    the code's log calls and the trainers' source), ``<placeholders>`` matching any text."""
+    import re
+    import sys
+
+    from mlflow import MlflowClient
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "hooks"))
+    from refgen.metrics_ref import gymflow_metrics, trainer_metrics
+
+    ctx = finished_run[0]
+    runs = [MlflowClient().get_run(ctx.mlflow_parent_id)]
+    runs += [r for rs in _stage_runs(ctx.mlflow_parent_id).values() for r in rs]
+    logged = {name for r in runs for name in r.data.metrics}
+    documented = [*gymflow_metrics(), *(n for names in trainer_metrics().values() for n in names)]
+    patterns = [re.compile(re.sub(r"<[^>]+>", ".+", re.escape(n)) + r"\Z") for n in documented]
+    assert {"stage_wall_s", "gate_passed", "rollouts/zero_variance_share"} <= logged
+    missing = sorted(m for m in logged if not any(p.match(m) for p in patterns))
+    assert not missing, f"metrics logged but not in the docs' metrics reference: {missing}"
