@@ -71,6 +71,10 @@ class AgentClient:
         await self._discover()
         return await self._request("POST", "/run", fast_json.dumps(body), None)
 
+    async def post(self, path: str, body: dict, target: int = 0) -> dict:
+        """``POST path`` to one server (a proxy's ``/episodes`` routes), retried as ``run``."""
+        return await self._request("POST", path, fast_json.dumps(body), target)
+
     async def _discover(self) -> None:
         if len(self.urls) != 1:
             return

@@ -15,9 +15,10 @@ Tool calls the model writes as ``<tool_call>`` text are parsed strictly
 as it is, so the client sees the model's mistake, not a server error.
 
 Concurrent requests are batched: a worker collects what arrived within ``batch_window_s`` and
-runs one ``generate`` per (max tokens, temperature) group in a thread, off the event loop. A
-batch shares one seed (the first request's), so a seeded answer is reproducible for the same
-batch, not across batch compositions (vLLM's per-request seeds are the stronger guarantee).
+runs one ``generate`` per (max tokens, temperature) group in a thread, off the event loop.
+When every request of a batch has a seed, each samples with its own (a list of seeds, as the
+in-process driver gives), so a seeded answer does not depend on what shares its batch; a batch
+where some request has none shares one seed (the first given).
 Not covered: streaming, ``n > 1``, ``stop``, ``top_p``/``top_k``, ``tool_choice`` other than
 ``auto``/``none``, and user messages after the first assistant turn.
 """
@@ -202,7 +203,8 @@ class Batcher:
         live = [e for e in entries if not e[3].done()]  # a client that hung up is skipped
         if not live:
             return
-        seed = next((e[2] for e in live if e[2] is not None), None)
+        seeds = [e[2] for e in live]
+        seed = seeds if None not in seeds else next((x for x in seeds if x is not None), None)
         self.batches += 1
         try:
             gens = await asyncio.to_thread(
