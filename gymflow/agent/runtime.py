@@ -14,6 +14,7 @@ sockets); one given as a URL is a resources server reached over HTTP.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -23,6 +24,17 @@ from gymflow.env.client import EnvClient
 from gymflow.env.environment import Environment
 from gymflow.rollout.episode import Sampling
 from gymflow.rollout.model_turns import ModelTurns
+
+_LOADING = threading.Lock()
+"""One model load at a time in a process: transformers' loader patches torch globally (empty
+weights on the meta device), so two loads in two threads break each other."""
+
+
+def _load(parsed: Any) -> Any:
+    from gymflow.policy.spec import load_policy
+
+    with _LOADING:
+        return load_policy(parsed)
 
 
 def policy_spec(policy: str, model: str | None = None) -> str:
@@ -77,7 +89,7 @@ class EpisodeRuntime:
         lock = self._loading.setdefault(spec, asyncio.Lock())
         async with lock:
             if spec not in self._policies:
-                self._policies[spec] = await asyncio.to_thread(load_policy, parsed)
+                self._policies[spec] = await asyncio.to_thread(_load, parsed)
                 while len(self._policies) > self.max_policies:
                     dropped, _ = self._policies.popitem(last=False)
                     self._turns = {k: v for k, v in self._turns.items() if k[0] != dropped}
@@ -85,12 +97,12 @@ class EpisodeRuntime:
 
     def preload(self, spec: str) -> None:
         """Load ``spec`` now (a server's ``--policy``: a bad one fails at start, not per request)."""
-        from gymflow.policy.spec import load_policy, parse_spec
+        from gymflow.policy.spec import parse_spec
 
         parsed = parse_spec(spec)
         if parsed.backend == "scripted" and not parsed.target.startswith("replies="):
             return  # built per request from the request's task
-        self._policies[spec] = load_policy(parsed)
+        self._policies[spec] = _load(parsed)
 
     def turns(self, key: str, policy: Any, sampling: Sampling) -> ModelTurns:
         """The batcher of ``key``'s turns at ``sampling`` (a scripted policy gets its own)."""

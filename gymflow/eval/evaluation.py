@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from gymflow.agent.runner import AgentService
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.core.tool_calls import render_call
@@ -45,6 +46,7 @@ def evaluate_policy(
     max_completion_tokens: int | None = None,
     keep_incomplete: bool = False,
     append: bool = False,
+    agent: AgentService | None = None,
 ) -> tuple[list[dict], dict]:
     """Return ``(rows, summary)``; rows are one per (task, sample) with reward and failure kind.
 
@@ -57,7 +59,9 @@ def evaluate_policy(
     finish fails the evaluation (``GymflowError`` of its kind) after the rows are stored: an
     incomplete evaluation must not pass for a measured one. With ``keep_incomplete`` it is a
     row instead (reward ``None``, ``scored`` False, its failure kind), counted as a failure.
-    ``max_completion_tokens`` caps a whole episode (default: :class:`Sampling`'s).
+    ``max_completion_tokens`` caps a whole episode (default: :class:`Sampling`'s). With
+    ``agent`` the episodes run on agent servers (:mod:`gymflow.agent.runner`; ``policy`` and
+    ``app`` unused) with the same plan, seeds and rows.
     """
     sampling = Sampling(max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature)
     if max_completion_tokens is not None:
@@ -68,6 +72,10 @@ def evaluate_policy(
     results: list[tuple[Planned, Episode | None, GymflowError | None]] = []
 
     async def go() -> None:
+        if agent is not None:
+            runner = agent.runner(sampling, max(1, len(planned)))
+            await runner(planned, lambda p, ep, err: results.append((p, ep, err)))
+            return
         async with EnvClient(app=app) as client:
             turns = ModelTurns(policy, sampling)
             await run_window(

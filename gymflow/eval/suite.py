@@ -9,6 +9,8 @@ rollout store: the policy's episodes of every environment land in ``OUT/rollouts
 ``OUT/tasks.parquet`` (``--against``'s in ``OUT/against/``), so ``gymflow rollouts export --in
 OUT`` reads them. Both policies get the same tasks and the same per-rollout seeds (seeds come
 from the task and sample, never from the policy), which is what makes their comparison paired.
+With ``--agent URL[,URL...]`` the episodes run on agent servers (``gymflow agent serve``) with
+the same plan and seeds, so the rows are those the in-process loop writes.
 
 An episode the policy or the environment could not finish (a timeout, a server down) is kept as
 a row with its failure kind and no reward; it counts as a failure and shows in the buckets.
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gymflow.agent.runner import AgentService
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.ids import new_run_id
 from gymflow.core.task_record import Task
@@ -79,6 +82,11 @@ class EvalOptions(BaseModel):
         None, ge=0, description="USD per million completion tokens."
     )
     mlflow: bool = Field(True, description="Log the evaluation to the home's MLflow store.")
+    agent: str | None = Field(
+        None,
+        description="Run the episodes on agent servers (gymflow agent serve) at these URLs, "
+        "comma-separated, instead of in this process; they load the policy spec themselves.",
+    )
 
     @field_validator("envs", mode="before")
     @classmethod
@@ -220,7 +228,13 @@ def _evaluate(
 ) -> PolicyEval:
     from gymflow.env.resources_server import build_app
 
-    policy, registered = _load_policy(spec, tasks, home)
+    agent = None
+    if o.agent:  # the agent servers load the policy; a registry alias is pinned here
+        policy, registered = None, _registered(spec, home)
+        sent = registered.pinned_spec if registered else spec
+        agent = AgentService(tuple(u.strip() for u in o.agent.split(",") if u.strip()), sent)
+    else:
+        policy, registered = _load_policy(spec, tasks, home)
     scripted = spec.startswith("scripted:")
     lineage_spec = registered.pinned_spec if registered else spec
     run_id = eval_id if label == "policy" else f"{eval_id}-{label}"
@@ -246,7 +260,7 @@ def _evaluate(
                 else o.max_completion_tokens
             ),
             seed=o.seed, temperature=o.temperature, out_dir=folder, lineage=lineage,
-            keep_incomplete=True, append=i > 0,
+            keep_incomplete=True, append=i > 0, agent=agent,
         )  # fmt: skip
         walls[env.name] = time.perf_counter() - t0
         per_env[env.name] = measure(env_rows, prices) | {"wall_s": walls[env.name]}
@@ -265,6 +279,15 @@ def _load_policy(spec: str, tasks: dict[str, list[Task]], home: Path):
         registered = resolve(parsed.target, home)
         return load_policy(f"transformers:{registered.path}"), registered
     return load_policy(parsed, tasks=tasks.get(parsed.target), home=home), None
+
+
+def _registered(spec: str, home: Path) -> RegisteredPolicy | None:
+    """The registry version a ``models:`` spec names (None for any other spec)."""
+    from gymflow.policy.registered import resolve
+    from gymflow.policy.spec import parse_spec
+
+    parsed = parse_spec(spec)
+    return resolve(parsed.target, home) if parsed.backend == "models" else None
 
 
 def _run_folder(home: Path, run: str) -> Path:
