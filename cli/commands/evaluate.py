@@ -43,6 +43,7 @@ def evaluate(
     price_prompt: float = _option("price_prompt"),
     price_completion: float = _option("price_completion"),
     mlflow: bool = _option("mlflow", "--mlflow/--no-mlflow"),
+    agent: str = _option("agent"),
 ) -> None:
     """Evaluate a policy (and --against another, paired) on environments' tasks; print the table."""
     started = time.perf_counter()
