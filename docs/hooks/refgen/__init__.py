@@ -31,9 +31,18 @@ def source_files() -> list[Path]:
     return out
 
 
+def prose(text: str) -> str:
+    """Help text as markdown: ``<`` / ``>`` outside code spans shown as themselves."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
 def cell(text: object) -> str:
-    """Text safe inside a markdown table cell (pipes escaped, lines joined)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text safe inside a markdown table cell: pipes escaped, lines joined, and ``<`` / ``>``
+    outside code spans shown as themselves (``<home>`` is no HTML tag)."""
+    return prose(" ".join(str(text).split()).replace("|", "\\|"))
 
 
 def code(text: object) -> str:

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 from functools import cache
 
-from refgen import cell, code, table
+from refgen import cell, code, prose, table
 
 EXAMPLES: dict[str, str] = {
     "run": "gymflow run --seed 1 --config my.json",
@@ -91,7 +91,7 @@ def commands() -> tuple[Command, ...]:
     found: list[Command] = []
 
     def walk(command, path: list[str], parent) -> None:
-        name = " ".join(["gymflow", *path])
+        name = path[-1] if path else "gymflow"  # usage lines join the parents' names
         ctx = command.make_context(name, [], parent=parent, resilient_parsing=True)
         if hasattr(command, "list_commands"):
             if path == [] and command.params:
@@ -158,7 +158,7 @@ def missing_examples() -> list[str]:
 
 def _section(c: Command) -> str:
     title = f"gymflow {c.path}" if c.path else "gymflow (global options)"
-    text = _DOC_EXAMPLE.sub("", c.help).strip()
+    text = prose(_DOC_EXAMPLE.sub("", c.help).strip())
     lines = [f"## `{title}`", "", text, ""]
     if c.usage:
         lines += ["```text", c.usage, "```", ""]

@@ -318,7 +318,7 @@ def gymflow_metrics() -> list[str]:
     return sorted({t for s in logging_sites() for t in s.templates})
 
 
-_TRL_METRIC = re.compile(r"""_metrics\[mode\]\[f?["']([^"']+)["']\]""")
+_TRL_METRIC = re.compile(r"""_metrics\[(?:mode|["'](?:train|eval)["'])\]\[f?["']([^"']+)["']\]""")
 _HF_LOG = re.compile(r"""logs\[["']([a-z_]+)["']\]""")
 
 
