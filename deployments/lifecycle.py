@@ -118,9 +118,12 @@ def main(argv: list[str] | None = None) -> None:
         cfg = run_config(overrides=overrides)
     except GymflowError as exc:
         sys.exit(f"error: {exc}")
-    from prefect import serve
+    import os
 
-    serve(lifecycle_deployment(args.cron, cfg, args.name))
+    from gymflow.deployments.serving import serve_until_stopped
+
+    api_url = os.environ.get("PREFECT_API_URL", "the Prefect server")
+    sys.exit(serve_until_stopped([lifecycle_deployment(args.cron, cfg, args.name)], api_url))
 
 
 if __name__ == "__main__":

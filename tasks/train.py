@@ -19,6 +19,7 @@ from pathlib import Path
 
 from prefect import task
 
+from gymflow.core import progress
 from gymflow.data.task_table import read_tasks
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.fault_injection import fail_after_checkpoint
@@ -44,6 +45,7 @@ from gymflow.train import twin_clock
 from gymflow.train.checkpoint_choice import VALIDATION_FILE, validation_callback
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
+from gymflow.train.step_progress import step_progress
 from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
 
 
@@ -79,13 +81,14 @@ def _sft(
 
     tokenizer = AutoTokenizer.from_pretrained(start)
     settings = sft_settings(cfg, control=budget_s is not None or should_stop is not None)
+    shown = step_progress(out.name, settings.max_steps, budget_s, logged=("loss",))
     with environment_servers(cfg) as servers:
         demos = _demonstrations(cfg, data, servers, tokenizer)
         return run_sft(
             Path(start), out, demos, settings,
             evaluate=_val_success(cfg, servers, data, greedy=False), time_budget_s=budget_s,
             log_to_mlflow=log_to_mlflow, should_stop=should_stop,
-            callbacks=fail_after_checkpoint(run.dir, out.name),
+            callbacks=[*fail_after_checkpoint(run.dir, out.name), shown],
         )  # fmt: skip
 
 
@@ -159,6 +162,9 @@ def grpo_stage(
             groups = [episodes[i : i + g] for i in range(0, len(episodes), g)]
             flat = sum(not has_variance([e.reward for e in grp]) for grp in groups)
             classes = source.task_pool.counts() if source.task_pool is not None else {}
+            progress.show(
+                reward=sum(rewards) / len(rewards), zero_variance_share=flat / len(groups)
+            )
             mlflow.log_metrics(
                 {
                     "rollouts/reward_mean": sum(rewards) / len(rewards),
@@ -180,6 +186,7 @@ def grpo_stage(
             pool_file=folder / TASK_POOL_FILE, mix=mix, weights=cfg.env_weights,
         )  # fmt: skip
         callbacks = fail_after_checkpoint(run.dir, "grpo")
+        callbacks = [*callbacks, step_progress("grpo", settings.max_steps, settings.time_budget_s)]
         if settings.validate_every is not None:
             greedy = _val_success(cfg, servers, data, greedy=True)
             callbacks = [*callbacks, validation_callback(greedy, settings.validate_every)]
@@ -275,6 +282,7 @@ def _control_child(
     from gymflow.lifecycle.home import quiet_libraries
 
     quiet_libraries()  # a spawned interpreter starts with the default warning filters
+    progress.configure(quiet=True)  # GRPO's progress speaks for both
 
     torch.set_num_threads(threads)
     clock = twin_clock.TwinClock(run.dir / "grpo", cfg.digest(), parent_pid)

@@ -27,5 +27,5 @@ def test_env_check_unknown_env_is_a_clear_error():
     result = runner.invoke(app, ["env", "check", "no_such_env"])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # no traceback
     (line,) = result.stderr.splitlines()
-    assert line.startswith("error: unknown environment 'no_such_env'; known: ")
+    assert line.startswith("error: [bad_request] unknown environment 'no_such_env'; known: ")
     assert "counter" in line

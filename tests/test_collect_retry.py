@@ -187,7 +187,7 @@ def test_parts_written_before_attempts_count_as_attempt_zero(tmp_path, tasks):
 def test_one_options_model_for_the_flow_and_the_command():
     """The flow's options are ``CollectOptions``; the command has one flag per field, whose
     default and help are the field's."""
-    from gymflow.cli.main import rollouts_collect
+    from gymflow.cli.commands.rollouts import rollouts_collect
     from gymflow.flows.collect import collect
     from gymflow.rollout.collection import CollectOptions
 
@@ -196,9 +196,11 @@ def test_one_options_model_for_the_flow_and_the_command():
     # the flow's own: how Prefect maps its shards (the command runs no flow)
     assert [p.name for p in mapping] == ["shards", "task_runner", "ray_address"]
     flags = inspect.signature(rollouts_collect).parameters
-    assert set(flags) == set(CollectOptions.model_fields)
+    # run_id is the flag --run (one spelling for a run id); --run-id is its hidden old spelling
+    assert set(flags) == set(CollectOptions.model_fields) | {"run"}
+    assert flags["run"].default.param_decls == ("--run",) and flags["run_id"].default.hidden
     for name, field in CollectOptions.model_fields.items():
-        option = flags[name].default
+        option = flags["run" if name == "run_id" else name].default
         assert option.help == field.description and field.description
         assert option.default == (... if field.is_required() else field.default)
     assert Path(inspect.getsourcefile(collect.fn)).name == "collect.py"

@@ -38,4 +38,7 @@ def test_rerun_of_an_unknown_run_is_one_line(tmp_path):
     _folder(runs, "real-run")
     result = CliRunner().invoke(app, ["rerun", "no-such-run", "--out", str(runs)])
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: no run 'no-such-run' in {runs} (latest: real-run)"
+    assert result.output.strip() == (
+        f"error: [bad_request] no run 'no-such-run' in {runs} (latest: real-run; see gymflow "
+        "runs list)"
+    )

@@ -165,5 +165,5 @@ def test_an_unknown_environment_is_one_line_naming_the_known_ones(plugin_path):
         assert result.returncode == 2
         assert result.stdout == ""
         (line,) = result.stderr.splitlines()
-        assert line.startswith("error: unknown environment 'no_such_env'; known: ")
+        assert line.startswith("error: [bad_request] unknown environment 'no_such_env'; known: ")
         assert {"counter", "echo_env", "tool_call"} <= set(line.split("known: ")[1].split(", "))

@@ -205,4 +205,6 @@ def test_verify_on_is_local_or_ray():
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
-    assert done.stderr.strip().startswith("error: --verify-on ray is for --workers"), done.stderr
+    assert done.stderr.strip().startswith(
+        "error: [bad_request] --verify-on ray is for --workers"
+    ), done.stderr

@@ -79,7 +79,9 @@ def test_promote_unknown_version_names_the_known_ones(three_versions):
 def test_unregistered_model_is_one_line(gym_home):
     result = _gymflow("models", "list", "--env", "never-registered")
     assert result.exit_code == 2
-    assert result.output.strip().startswith("error: no registered model gymflow-never-registered")
+    assert result.output.strip().startswith(
+        "error: [bad_request] no registered model gymflow-never-registered"
+    )
 
 
 def test_promote_then_rollback_walks_the_history(three_versions):

@@ -133,7 +133,9 @@ def test_an_option_out_of_range_is_one_line_naming_it(tmp_path, task_file, flag,
     result = runner.invoke(app, collect_args(task_file, tmp_path / "out", flag, value))
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
-    assert line.startswith(f"error: {flag}: ") and "greater than or equal to 1" in line
+    assert (
+        line.startswith(f"error: [bad_request] {flag}: ") and "greater than or equal to 1" in line
+    )
     assert not (tmp_path / "out").exists()
 
 

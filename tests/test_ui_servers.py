@@ -90,6 +90,6 @@ def test_busy_port_is_one_line(tmp_path):
         )  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        f"error: port {port} for the prefect UI is in use (another `gymflow ui`?); "
+        f"error: [bad_request] port {port} for the prefect UI is in use (another `gymflow ui`?); "
         "pick another with --prefect-port"
     )

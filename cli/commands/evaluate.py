@@ -12,7 +12,10 @@ from pathlib import Path
 
 import typer
 
+from gymflow.cli.common import command_app, quiet_option, show_progress
 from gymflow.eval.suite import EvalOptions
+
+eval_app = command_app()
 
 
 def _flag(field: str) -> str:
@@ -26,6 +29,7 @@ def _option(field: str, *flags: str) -> typer.models.OptionInfo:
     return typer.Option(default, *(flags or (_flag(field),)), help=info.description)
 
 
+@eval_app.command("eval")
 def evaluate(
     envs: str = _option("envs"),
     policy: str = _option("policy"),
@@ -44,9 +48,17 @@ def evaluate(
     price_completion: float = _option("price_completion"),
     mlflow: bool = _option("mlflow", "--mlflow/--no-mlflow"),
     agent: str = _option("agent"),
+    quiet: bool = quiet_option(),
 ) -> None:
-    """Evaluate a policy (and --against another, paired) on environments' tasks; print the table."""
+    """Evaluate a policy, alone or paired against another.
+
+    On environments' tasks (--env), with pass@k, failure buckets and a report; --against runs a
+    second policy on the same tasks and seeds. The table is printed as soon as it is measured.
+
+    Example: gymflow eval --env tool_call,math --policy models:/gymflow-tool_call@champion
+    """
     started = time.perf_counter()
+    show_progress(quiet)
     from pydantic import ValidationError
 
     from gymflow.core.failures import FailureKind, GymflowError
@@ -56,6 +68,9 @@ def evaluate(
     quiet_libraries()
     values = dict(locals())
     fields = {k: values[k] for k in EvalOptions.model_fields}
+    from gymflow.cli.errors import fail_with
+    from gymflow.core import progress
+
     try:
         options = EvalOptions(**fields)
     except ValidationError as exc:
@@ -69,23 +84,24 @@ def evaluate(
     from gymflow.eval.suite import run_eval
 
     try:
-        result = run_eval(options, home, GeneratedSplit.like(LifecycleConfig()))
+        with progress.track("eval", unit="episode", counts_episodes=True):
+            result = run_eval(options, home, GeneratedSplit.like(LifecycleConfig()))
     except GymflowError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     from gymflow.eval.report import console_table, write_report
 
     typer.echo(console_table(result), nl=False)
-    typer.echo(f"table after {time.perf_counter() - started:.1f} s; episodes in {result.out}")
+
+    def said(line: str) -> None:  # --quiet: the table only
+        if not quiet:
+            typer.echo(line)
+
+    said(f"table after {time.perf_counter() - started:.1f} s; episodes in {result.out}")
     files = write_report(result)
-    typer.echo(f"report: {files.markdown}")
+    said(f"report: {files.markdown}")
     if options.mlflow:
         from gymflow.eval.mlflow_run import log_evaluation
         from gymflow.lifecycle.tracking import configure
 
         configure(home)
-        typer.echo(f"MLflow run {log_evaluation(result, files)} (evaluation)")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("eval")(evaluate)
+        said(f"MLflow run {log_evaluation(result, files)} (evaluation)")

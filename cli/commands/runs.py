@@ -1,6 +1,6 @@
 """``gymflow runs list`` and ``gymflow rerun RUN_ID``: the project's lifecycle runs.
 
-``rerun`` resumes a run in its own folder with its saved config, as ``gymflow run --run-id``:
+``rerun`` resumes a run in its own folder with its saved config, as ``gymflow run --run``:
 finished stages come back from Prefect's cache, the failed stage and those after it run, and
 GRPO resumes from its last checkpoint. A scheduled run (``sched-…``) is rerun the same way.
 """
@@ -12,14 +12,12 @@ from pathlib import Path
 
 import typer
 
+from gymflow.cli.common import command_app, command_group, quiet_option, set_option
+
 OUT_OPTION = typer.Option(None, "--out", help="Folder of run folders (default: <home>/runs).")
 
-
-def register(app: typer.Typer) -> None:
-    runs_app = typer.Typer(no_args_is_help=True, help="Lifecycle runs: list them.")
-    runs_app.command("list")(runs_list)
-    app.add_typer(runs_app, name="runs")
-    app.command("rerun")(rerun)
+runs_app = command_group("Lifecycle runs: list them.")
+rerun_app = command_app()
 
 
 def _runs_dir(out: Path | None) -> Path:
@@ -48,6 +46,7 @@ def _status(folder: Path) -> str:
     )
 
 
+@runs_app.command("list")
 def runs_list(out: Path = OUT_OPTION) -> None:
     """Runs newest first: id, and whether they finished (with their gate and registry)."""
     folders = _run_folders(_runs_dir(out))
@@ -58,17 +57,27 @@ def runs_list(out: Path = OUT_OPTION) -> None:
         typer.echo(f"{folder.name}\t{_status(folder)}")
 
 
+@rerun_app.command("rerun")
 def rerun(
     run_id: str = typer.Argument(..., help="The run to resume (see `gymflow runs list`)."),
     out: Path = OUT_OPTION,
     config: Path = typer.Option(None, help="JSON file of fixes merged onto the saved config."),
+    sets: list[str] = set_option(),
+    quiet: bool = quiet_option(),
 ) -> None:
-    """Resume RUN_ID in its folder: finished stages are reused, the rest run."""
+    """Resume a run: finished stages are reused, the rest run.
+
+    RUN_ID runs on in its folder with its saved config (--config and --set change it);
+    finished stages come from Prefect's cache, the trainers resume from their last checkpoint.
+
+    Example: gymflow rerun 20261128-101500-ab12 --set grpo.time_budget_s=600
+    """
     runs = _runs_dir(out)
     if not (runs / run_id / "config.json").exists():
-        known = ", ".join(p.name for p in _run_folders(runs)[:5]) or "none"
-        typer.echo(f"error: no run {run_id!r} in {runs} (latest: {known})", err=True)
-        raise typer.Exit(2)
-    from gymflow.cli.main import run
+        from gymflow.cli.errors import fail
 
-    run(out=runs, run_id=run_id, config=config, smoke=False, seed=None)
+        known = ", ".join(p.name for p in _run_folders(runs)[:5]) or "none"
+        fail("bad_request", f"no run {run_id!r} in {runs} (latest: {known}; see gymflow runs list)")
+    from gymflow.cli.commands.run import start_run
+
+    start_run(runs, run_id, config, sets, False, None, quiet)

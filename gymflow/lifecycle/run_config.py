@@ -2,10 +2,11 @@
 
 A new run starts from the default (or ``--smoke``) config; a resumed run (its folder holds
 ``config.json``) from the config it was started with. Overrides (a JSON file of
-:class:`~gymflow.lifecycle.config.LifecycleConfig` fields, nested settings merged field by field)
-and a seed go on top either way, so ``gymflow run --run-id X --config fix.json`` resumes X with
-the fix rather than starting over or falling back into the saved mistake. The command line and
-the scheduled deployment both come here.
+:class:`~gymflow.lifecycle.config.LifecycleConfig` fields, nested settings merged field by field),
+then dotted ``--set KEY=VALUE`` overrides (:func:`parse_sets`), then a seed go on top either
+way, so ``gymflow run --run X --config fix.json`` resumes X with the fix rather than starting
+over or falling back into the saved mistake. The command line (``run``, ``rerun``, ``deploy``,
+``config show``) and the scheduled deployment all come here.
 """
 
 from __future__ import annotations
@@ -42,14 +43,53 @@ def read_overrides(path: Path) -> dict[str, Any]:
     return value
 
 
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``["grpo.learning_rate=1e-4", "gate.general_sets=[bfcl:simple_python]"]`` as nested
+    overrides. A value is JSON when it parses (``1e-4``, ``true``, ``null``, ``["a"]``,
+    ``{"k": 1}``), ``[a,b]`` a list of strings, anything else a string; ``bad_config`` for an
+    item that is not ``KEY=VALUE`` or sets one key twice."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(part.strip() for part in path):
+            raise GymflowError(
+                FailureKind.BAD_CONFIG,
+                f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. "
+                "--set grpo.learning_rate=1e-4",
+            )
+        node = out
+        for depth, part in enumerate(path[:-1]):
+            node = node.setdefault(part.strip(), {})
+            if not isinstance(node, dict):
+                where = ".".join(path[: depth + 1])
+                raise GymflowError(FailureKind.BAD_CONFIG, f"--set {item!r}: {where} is set twice")
+        if path[-1].strip() in node:
+            raise GymflowError(FailureKind.BAD_CONFIG, f"--set {item!r}: {key} is set twice")
+        node[path[-1].strip()] = _set_value(raw.strip())
+    return out
+
+
+def _set_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        pass
+    if raw.startswith("[") and raw.endswith("]"):  # [a,b]: the shell ate the quotes
+        return [_set_value(part.strip()) for part in raw[1:-1].split(",") if part.strip()]
+    return raw
+
+
 def run_config(
     saved: Path | None = None,
     overrides: dict[str, Any] | None = None,
     smoke: bool = False,
     seed: int | None = None,
+    sets: dict[str, Any] | None = None,
 ) -> LifecycleConfig:
     """The config of a run: ``saved`` (a resumed run's ``config.json``) or the default/smoke
-    base, with ``overrides`` and ``seed`` on top; ``bad_config`` naming the field otherwise."""
+    base, with ``overrides`` (a file's), ``sets`` (``--set``'s, :func:`parse_sets`) and
+    ``seed`` on top; ``bad_config`` naming the field (and where it came from) otherwise."""
     try:
         if saved is not None and saved.exists():
             cfg = LifecycleConfig.model_validate_json(saved.read_text(encoding="utf-8"))
@@ -57,11 +97,16 @@ def run_config(
             cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
         if overrides:
             cfg = cfg.overridden(overrides)
-        if seed is not None:
-            cfg = cfg.overridden({"seed": seed})
     except ValidationError as exc:
         source = f"{saved}: " if saved is not None and saved.exists() and not overrides else ""
         raise GymflowError(FailureKind.BAD_CONFIG, source + describe(exc)) from None
+    try:
+        if sets:
+            cfg = cfg.overridden(sets)
+        if seed is not None:
+            cfg = cfg.overridden({"seed": seed})
+    except ValidationError as exc:
+        raise GymflowError(FailureKind.BAD_CONFIG, "--set " + describe(exc)) from None
     check_env(cfg.env)
     check_devices(cfg)
     if cfg.model_path:  # an unusable checkpoint is refused before any stage runs

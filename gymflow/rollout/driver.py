@@ -29,10 +29,11 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from gymflow.core import progress
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.core.trajectory import assistant_items, prompt_items
@@ -85,6 +86,8 @@ async def run_window(
         except GymflowError as exc:
             return p, None, exc
 
+    if isinstance(todo, Sized):  # an evaluation stage's progress counts its episodes
+        progress.episodes_planned(len(todo))
     queue = iter(todo)
     live: set[asyncio.Task] = set()
     try:
@@ -98,6 +101,7 @@ async def run_window(
             for t in done:
                 if t.exception() is None:
                     on_done(*t.result())
+                    progress.episode_done()
             if bugs:
                 raise bugs[0]
     finally:
