@@ -62,10 +62,9 @@ def _proc_cpu_s(pid: int) -> float:
 def start_server(env: str, workers: int = 1) -> tuple[subprocess.Popen, str, float]:
     port = _free_port()
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [GYMFLOW, "env", "serve", env, "--port", str(port), "--workers", str(workers)],
-        stderr=subprocess.DEVNULL,
-    )
+    serve = [GYMFLOW, "env", "serve", env, "--port", str(port), "--workers", str(workers)]
+    # --trust-client-tasks: each phase seeds tasks it generates (a throughput benchmark)
+    proc = subprocess.Popen([*serve, "--trust-client-tasks"], stderr=subprocess.DEVNULL)
     urls = [f"http://127.0.0.1:{port + k}" for k in range(workers)]
     for url in urls:  # ready = every worker answers
         while True:

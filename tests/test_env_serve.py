@@ -189,13 +189,16 @@ def _wait_ready(urls: list[str], proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_workers():
+def two_workers(tmp_path_factory):
     port = _free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    tasks = tmp_path_factory.mktemp("served") / "tasks.jsonl"  # the server scores its own tasks
+    tasks.write_text("".join(t.model_dump_json() + "\n" for t in COUNTER_TASKS))
     proc = subprocess.Popen(
-        [GYMFLOW, "env", "serve", "counter", "--port", str(port), "--workers", "2"],
+        [GYMFLOW, "env", "serve", "counter", "--port", str(port), "--workers", "2",
+         "--tasks", str(tasks)],
         stderr=subprocess.PIPE,
-    )
+    )  # fmt: skip
     try:
         _wait_ready(urls, proc)
         yield urls, proc

@@ -30,9 +30,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(port: int) -> subprocess.Popen:
+def _serve(port: int, tasks: Path = TASKS, fmt: str = "nemo_gym") -> subprocess.Popen:
+    """``gymflow env serve counter`` holding ``tasks`` (the server scores only its own)."""
     server = subprocess.Popen(
-        [*GYMFLOW, "env", "serve", "counter", "--port", str(port)],
+        [*GYMFLOW, "env", "serve", "counter", "--port", str(port), "--tasks", str(tasks),
+         "--format", fmt],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 60

@@ -67,10 +67,10 @@ def test_bad_specs_say_what_is_wrong(spec, says):
 def test_openai_spec_builds_the_client_with_the_key_from_the_environment(monkeypatch):
     monkeypatch.delenv("GYMFLOW_POLICY_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "from-openai-var")
-    spec = "openai:http://h:1/v1?model=q&timeout_s=2.5&retries=0&concurrency=4"
+    spec = "openai:https://h:1/v1?model=q&timeout_s=2.5&retries=0&concurrency=4"
     policy = load_policy(spec + "&body.tool_choice=none&body.skip_special_tokens=false")
     assert isinstance(policy, OpenAIChatPolicy)
-    assert (policy.base_url, policy.model, policy.timeout_s) == ("http://h:1/v1", "q", 2.5)
+    assert (policy.base_url, policy.model, policy.timeout_s) == ("https://h:1/v1", "q", 2.5)
     assert (policy.retries, policy.max_concurrency, policy.token_ids) == (0, 4, False)
     assert policy._headers == {"Authorization": "Bearer from-openai-var"}
     assert policy.extra_body == {"tool_choice": "none", "skip_special_tokens": False}
@@ -95,6 +95,20 @@ def tiny_model(tmp_path_factory) -> Path:
         lambda: tokenizer_corpus(ENV, cfg.corpus_size, 5),
         cfg,
     )
+
+
+def test_the_key_goes_only_over_https_or_to_loopback_unless_told(monkeypatch, caplog):
+    monkeypatch.setenv("GYMFLOW_POLICY_API_KEY", "sekret")
+    sent = {"Authorization": "Bearer sekret"}
+    for url in ("https://api.example/v1", "http://127.0.0.1:8000/v1", "http://localhost:1/v1"):
+        policy = load_policy(f"openai:{url}?model=m")
+        assert policy._headers == sent and not policy.key_withheld, url
+    with caplog.at_level("WARNING", logger="gymflow.policy.openai_backend"):
+        plain = load_policy("openai:http://10.0.0.5:8000/v1?model=m")
+    assert plain._headers == {} and plain.key_withheld
+    assert "not sent to http://10.0.0.5:8000/v1" in caplog.text and "insecure_key=1" in caplog.text
+    told = load_policy("openai:http://10.0.0.5:8000/v1?model=m&insecure_key=1")
+    assert told._headers == sent and not told.key_withheld
 
 
 def test_transformers_specs_load_a_folder(tiny_model, tmp_path):

@@ -300,7 +300,7 @@ def test_workers_get_the_env_servers_token(cluster, tmp_path, monkeypatch):
 
     port = _free_port()
     monkeypatch.setenv("GYMFLOW_ENV_TOKEN", "s3cret")  # env serve reads it too
-    server = _serve(port)
+    server = _serve(port, TASKS, "gymflow")
     try:
         env = CounterEnvironment()
         tasks, settings = _tasks(env), _settings(num_repeats=2)

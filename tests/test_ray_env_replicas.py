@@ -66,7 +66,8 @@ def replicas():
     port = _free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     server = subprocess.Popen(
-        [*GYMFLOW, "env", "serve", "counter", "--ray", "2", "--port", str(port)],
+        [*GYMFLOW, "env", "serve", "counter", "--ray", "2", "--port", str(port),
+         "--tasks", str(TASKS), "--format", "nemo_gym"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -85,7 +86,7 @@ def test_replicas_share_the_api_and_the_client_spreads_sessions(replicas):
     for k, url in enumerate(urls):
         assert _health(url) == {
             "ok": True, "env": "counter", "version": "1", "sessions": 0, "worker": k,
-            "workers": urls,
+            "workers": urls, "tasks": 5, "client_tasks": False,  # it holds the 5 tasks it was given
         }  # fmt: skip
     env = get_env("counter")
     tasks = list(load_tasks(env, TASKS, "nemo_gym").values())

@@ -81,12 +81,14 @@ def _health(url: str) -> bool:
         return False
 
 
-def test_env_serve_verify_on_ray_scores_as_the_local_pool_from_ray_actors(expected):
+def test_env_serve_verify_on_ray_scores_as_the_local_pool_from_ray_actors(expected, tmp_path):
     port = _free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    tasks = tmp_path / "tasks.jsonl"  # the server scores its own tasks
+    tasks.write_text("".join(t.model_dump_json() + "\n" for t in TASKS))
     server = subprocess.Popen(
         [GYMFLOW, "env", "serve", "math", "--port", str(port), "--workers", "2",
-         "--verify-on", "ray", "--verify-workers", "1"],
+         "--verify-on", "ray", "--verify-workers", "1", "--tasks", str(tasks)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

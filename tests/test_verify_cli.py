@@ -1,4 +1,6 @@
-"""`gymflow verify`: score given responses without a model; bad input exits 2 and writes nothing."""
+"""`gymflow verify`: score given responses without a model. Every line gets a score row: a
+malformed one is the model's failure (``invalid_trajectory``), a verifier that raises is
+``verifier_error`` for its line only; a bad tasks file exits 2 and writes nothing."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.jsonl import InputFileError
 from gymflow.core.task_record import Task
 from gymflow.data.task_files import importers, load_tasks
+from gymflow.env.registry import get_env, list_envs
 from gymflow.environments.tool_call import ToolCallEnvironment
+from gymflow.eval.verify_files import summary, unscored, verify_files
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = Path(__file__).resolve().parents[1] / "environments/tool_call/examples/tasks.jsonl"
 BFCL = Path(__file__).resolve().parents[1] / "environments/tool_call/tests/data/bfcl"
 ENV = ToolCallEnvironment()
@@ -106,7 +111,9 @@ def test_malformed_answers_are_scored_not_errors(tmp_path, tasks):
         {"task_id": task.task_id, "response": '<tool_call>{"name": "set_timer"}}</tool_call>'},
         {
             "task_id": task.task_id,
-            "output": [{"type": "function_call", "name": "x", "arguments": "{not json"}],
+            "output": [  # with a call_id: an item without one is invalid_trajectory (as over HTTP)
+                {"type": "function_call", "name": "x", "arguments": "{not json", "call_id": "c"}
+            ],
         },
     ]
     result, out = run_verify(tmp_path, write_rows(tmp_path / "r.jsonl", rows))
@@ -120,56 +127,66 @@ def _good_line(task: Task) -> str:
 
 
 BAD_ROWS = {
-    "malformed_json": ('{"task_id": "x", "response": ', "r.jsonl:2: not valid JSON"),
-    "unknown_task": ('{"task_id": "nope", "response": ""}', "r.jsonl:2: unknown task_id 'nope'"),
-    "neither": ('{"task_id": "TASK"}', "r.jsonl:2: row has neither of 'response' and 'output'"),
+    "malformed_json": ('{"task_id": "x", "response": ', "line 2: not valid JSON"),
+    "unknown_task": ('{"task_id": "nope", "response": ""}', "line 2: unknown task_id 'nope'"),
+    "neither": ('{"task_id": "TASK"}', "line 2: row has neither of 'response' and 'output'"),
     "both": (
         '{"task_id": "TASK", "response": "", "output": []}',
-        "r.jsonl:2: row has both of 'response' and 'output'",
+        "line 2: row has both of 'response' and 'output'",
     ),
     "response_neither_text_nor_object": (
         '{"task_id": "TASK", "response": 5}',
-        "r.jsonl:2: 'response' must be a string (the model's final text) or a NeMo Gym",
+        "line 2: 'response' must be a string (the model's final text) or a NeMo Gym",
     ),
     "nemo_gym_rollout_for_an_unknown_task": (
         '{"task_id": "nope", "response": {"output": []}}',
-        "r.jsonl:2: unknown task_id 'nope'",
+        "line 2: unknown task_id 'nope'",
     ),
     "nemo_gym_rollout_of_no_task": (
         '{"responses_create_params": {"input": "hi"}, "response": {"output": []}}',
-        "r.jsonl:2: no task has this rollout's prompt",
+        "line 2: no task has this rollout's prompt",
     ),
     "arguments_not_a_string": (
         '{"task_id": "TASK", "output": [{"type": "function_call", "name": "f", "arguments": {}}]}',
-        "r.jsonl:2: output[0] is a function_call whose 'arguments' is not a string",
+        "line 2: items.0.function_call: Input should be a valid string",  # /verify's check
     ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_ROWS))
-def test_bad_response_rows_exit_2_and_write_nothing(tmp_path, tasks, case):
+def test_a_bad_response_row_is_scored_invalid_trajectory_and_the_others_still_count(
+    tmp_path, tasks, case
+):
     line, message = BAD_ROWS[case]
     text = _good_line(tasks[0]) + "\n" + line.replace("TASK", tasks[0].task_id) + "\n"
+    text += _good_line(tasks[1]) + "\n"
     responses = tmp_path / "r.jsonl"
     responses.write_text(text, encoding="utf-8")
     result, out = run_verify(tmp_path, responses)
-    assert result.exit_code == 2, result.output
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]
+    assert result.exit_code == 0, result.output
+    first, bad, last = scores(out)
+    assert first["success"] and last["success"]
+    floor = ENV.invalid_trajectory_score("").reward  # the model's failure, as over HTTP
+    assert (bad["reward"], bad["failure_kind"], bad["success"]) == (
+        floor,
+        "invalid_trajectory",
+        False,
+    )
+    assert message in bad["detail"]
+    assert "3 responses scored" in result.output and "invalid_trajectory 1" in result.output
 
 
-def test_non_utf8_bytes_exit_2_naming_the_line(tmp_path, tasks):
+def test_non_utf8_bytes_are_one_invalid_line(tmp_path, tasks):
     responses = tmp_path / "r.jsonl"
     responses.write_bytes(
         (_good_line(tasks[0]) + "\n").encode()
         + b'{"task_id": "x", "response": "caf\xe9"}\n'  # Latin-1, not UTF-8
     )
     result, out = run_verify(tmp_path, responses)
-    assert result.exit_code == 2
-    assert "r.jsonl:2: not UTF-8 (byte 0xe9" in result.stderr
-    assert not out.exists()
+    assert result.exit_code == 0, result.output
+    good, bad = scores(out)
+    assert good["success"] and bad["failure_kind"] == "invalid_trajectory"
+    assert "line 2: not UTF-8 (byte 0xe9" in bad["detail"]
 
 
 def test_bad_tasks_file_exits_2_and_keeps_an_existing_scores_file(tmp_path, tasks):
@@ -299,3 +316,67 @@ def test_errors_cross_process_boundaries_as_themselves():
     assert err.kind is FailureKind.TIMEOUT and err.detail == "judge took 30 s"
     bad = pickle.loads(pickle.dumps(InputFileError("t.jsonl", 4, "oops", FailureKind.NOT_UTF8)))
     assert bad.kind is FailureKind.NOT_UTF8 and "t.jsonl:4" in str(bad)
+
+
+MALFORMED = {  # the line of issue 31: a list as call_id once aborted the whole workplace file
+    "task_id": "TASK",
+    "output": [
+        {"type": "function_call", "name": "f", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": ["c1"], "output": "{}"},
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list_envs())
+def test_one_malformed_line_per_environment_and_every_line_is_scored(tmp_path, name):
+    env = get_env(name)
+    tasks_file = ROOT / "environments" / name / "examples" / "tasks.jsonl"
+    first, second = list(load_tasks(env, tasks_file).values())[:2]
+    rows = [
+        {"task_id": first.task_id, "response": env.gold_text(first)},
+        {**MALFORMED, "task_id": first.task_id},
+        {"task_id": second.task_id, "response": env.gold_text(second)},
+    ]
+    responses = write_rows(tmp_path / "r.jsonl", rows)
+    scored = verify_files(env, tasks_file, responses, tmp_path / "s.jsonl")
+    assert len(scored) == 3
+    bad = scored[1]
+    assert (bad["failure_kind"], bad["reward"]) == (
+        "invalid_trajectory",
+        env.invalid_trajectory_score("").reward,
+    )
+    assert "line 2: items.1.function_call_output" in bad["detail"]
+    for good in (scored[0], scored[2]):  # scored (judge: no judge is set here, said by kind)
+        assert good["reward"] is not None or good["failure_kind"] == "judge_not_configured", good
+
+
+def test_a_verifier_bug_is_verifier_error_for_its_line_only(tmp_path, tasks):
+    class Buggy(ToolCallEnvironment):
+        def verify(self, task, items):
+            if "boom" in str(items[-1]):
+                raise TypeError("unhashable type: 'list'")
+            return super().verify(task, items)
+
+    rows = [
+        {"task_id": tasks[0].task_id, "response": ENV.gold_text(tasks[0])},
+        {"task_id": tasks[1].task_id, "response": "boom"},
+        {"task_id": tasks[2].task_id, "response": ENV.gold_text(tasks[2])},
+        {"task_id": "nope", "response": ""},
+    ]
+    responses = write_rows(tmp_path / "r.jsonl", rows)
+    scored = verify_files(Buggy(), EXAMPLES, responses, tmp_path / "s.jsonl")
+    assert [row["failure_kind"] for row in scored] == [
+        None,
+        "verifier_error",
+        None,
+        "invalid_trajectory",
+    ]
+    assert (
+        scored[1]["reward"] is None
+        and "line 2: the tool_call verifier raised TypeError" in (scored[1]["detail"])
+    )
+    assert unscored(scored) == 1
+    assert summary(scored) == (
+        "4 responses scored: mean reward 0.667, 2 successes (1 without a reward); "
+        "invalid_trajectory 1, verifier_error 1"
+    )

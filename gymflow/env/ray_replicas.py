@@ -24,7 +24,8 @@ import sys
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.ray_cluster import ray_cluster, require_ray
-from gymflow.env.serve import check_bind, stop_requested, worker_app
+from gymflow.env.serve import check_bind, describe_tasks, preflight, stop_requested, worker_app
+from gymflow.env.task_store import TaskStore
 
 WILDCARD = {"0.0.0.0", "::"}
 
@@ -32,8 +33,11 @@ WILDCARD = {"0.0.0.0", "::"}
 class EnvReplica:
     """One replica (run as a Ray actor): the environment's server on a port of its node."""
 
-    def __init__(self, name: str, host: str, token: str | None, client_ids: bool) -> None:
+    def __init__(
+        self, name: str, host: str, token: str | None, client_ids: bool, tasks: TaskStore
+    ) -> None:
         self.name, self.host, self.token, self.client_ids = name, host, token, client_ids
+        self.tasks = tasks
 
     def node_ip(self) -> str:
         import ray
@@ -47,7 +51,7 @@ class EnvReplica:
         """Serve until the actor is killed."""
         import uvicorn
 
-        app = worker_app(self.name, self.token, index, urls, self.client_ids)
+        app = worker_app(self.name, self.token, index, urls, self.client_ids, tasks=self.tasks)
         config = uvicorn.Config(
             app, host=self.host, port=port, log_level="warning", access_log=False
         )
@@ -70,22 +74,28 @@ def serve_on_ray(
     client_session_ids: bool = False,
     address: str | None = None,
     max_restarts: int = 3,
+    tasks: TaskStore | None = None,
 ) -> int:
-    """Serve ``name`` as ``replicas`` Ray actors until interrupted; returns an exit status."""
+    """Serve ``name`` as ``replicas`` Ray actors until interrupted, scoring against ``tasks``
+    (none: every seed is refused, see :mod:`gymflow.env.task_store`); returns an exit status."""
     if replicas < 1:
         raise GymflowError(FailureKind.BAD_REQUEST, f"--ray must be >= 1, got {replicas}")
     check_bind(name, host, token, insecure)
+    preflight(name)
+    tasks = tasks if tasks is not None else TaskStore()
     ray = require_ray()
     with ray_cluster(address, num_cpus=max(replicas, os.cpu_count() or 1)) as cluster:
         actor = ray.remote(EnvReplica).options(max_restarts=max_restarts, num_cpus=1)
-        actors = [actor.remote(name, host, token, client_session_ids) for _ in range(replicas)]
+        actors = [
+            actor.remote(name, host, token, client_session_ids, tasks) for _ in range(replicas)
+        ]
         ips = ray.get([a.node_ip.remote() for a in actors])
         urls = [f"http://{ip if host in WILDCARD else host}:{port + k}" for k, ip in enumerate(ips)]
         running = {actors[k].serve.remote(port + k, k, urls): k for k in range(replicas)}
         where = f"cluster {cluster.address}" if not cluster.local else "a local cluster"
         print(
             f"serving {name} on {', '.join(urls)} ({replicas} Ray replicas on {where}, "
-            f"up in {cluster.start_s} s)",
+            f"up in {cluster.start_s} s; {describe_tasks(tasks)})",
             file=sys.stderr,
             flush=True,
         )

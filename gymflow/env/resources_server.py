@@ -5,6 +5,13 @@ Endpoints: ``POST /seed_session`` (task → session id), ``POST /tools/{name}``,
 ends the session, saving a round trip), ``POST /close_session`` (idempotent), ``GET /tools``,
 ``GET /health``.
 
+Ground truth comes from the server (:mod:`gymflow.env.task_store`): ``/seed_session`` takes
+``{"task_id": ...}`` of a task the server holds, or a whole task that it checks against its
+own copy; a task it does not hold is refused (403 ``unauthorized``) unless the app trusts its
+clients' tasks (``trust_client_tasks=True``: the default for an app called in-process, where
+the client is the program itself; ``gymflow env serve`` passes ``False`` unless told
+``--trust-client-tasks``).
+
 Sessions (:mod:`gymflow.env.sessions`) are ids the server issues (random, unguessable) with a
 TTL and caps in count and bytes; closed or expired sessions free their state, and an id is
 never seeded twice. Client-chosen ids are off unless ``client_session_ids`` is set (then at most
@@ -58,6 +65,7 @@ from gymflow.env.environment import Environment
 from gymflow.env.items import check_items
 from gymflow.env.ray_verify import RayVerifyPool
 from gymflow.env.sessions import RequestError, Session, SessionStore
+from gymflow.env.task_store import TaskStore
 from gymflow.env.verify_pool import VerifyPool
 
 SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -65,7 +73,10 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class SeedRequest(BaseModel):
-    task: Task
+    task_id: str | None = None
+    """A task the server holds (see :mod:`gymflow.env.task_store`)."""
+    task: Task | None = None
+    """A whole task: scored as sent only by a server that trusts its clients' tasks."""
     session_id: str | None = None
 
 
@@ -117,8 +128,13 @@ def build_app(
     max_live_bytes: int = 1 << 30,
     verify_on: str = "local",
     ray_address: str | None = None,
+    tasks: TaskStore | None = None,
 ) -> FastAPI:
     """An ASGI app serving ``env``; use in-process (``EnvClient(app=...)``) or with uvicorn.
+
+    ``tasks`` holds the ground truth sessions are seeded from; without it the app takes the
+    tasks its client sends (in-process use: the client is this program). An app others can
+    reach gets a :class:`TaskStore` (as ``gymflow env serve`` builds one).
 
     Heavy verifiers run in ``verify_workers`` local processes (``verify_on="local"``) or Ray
     actors (``"ray"``, on the cluster at ``ray_address``, the one this process is connected to,
@@ -126,6 +142,7 @@ def build_app(
     app = FastAPI(title=f"gymflow env {env.name}", version=env.version)
     app.add_middleware(_ErrorShape)
     store = SessionStore(ttl_s, max_sessions, max_live_bytes)
+    task_store = tasks if tasks is not None else TaskStore(trust_client_tasks=True)
     if verify_on == "ray":
         verifier = RayVerifyPool(env, verify_workers, verify_timeout_s, ray_address)
     elif verify_on == "local":
@@ -134,7 +151,7 @@ def build_app(
         raise GymflowError(
             FailureKind.BAD_REQUEST, f"verify_on is 'local' or 'ray', not {verify_on!r}"
         )
-    app.state.sessions, app.state.verifier = store, verifier
+    app.state.sessions, app.state.verifier, app.state.tasks = store, verifier, task_store
     app.router.on_shutdown.append(verifier.shutdown)
     specs = env.tool_specs
     wants_session = {name: "session" in _parameters(spec.fn) for name, spec in specs.items()}
@@ -225,6 +242,7 @@ def build_app(
     async def health() -> Response:
         store.expire()
         info = {"ok": True, "env": env.name, "version": env.version, "sessions": len(store.live)}
+        info.update(tasks=len(task_store), client_tasks=task_store.trust_client_tasks)
         if worker is not None:
             info.update(worker=worker.index, workers=list(worker.urls))
         return _json(info)
@@ -237,7 +255,7 @@ def build_app(
     @app.post("/seed_session", openapi_extra=_body_schema(SeedRequest))
     async def seed_session(request: Request) -> Response:
         req, size = await body(request, SeedRequest)
-        task = req.task
+        task = task_store.task_for(env.name, req.task, req.task_id)
         if task.env != env.name:
             raise RequestError(
                 422, FailureKind.BAD_REQUEST, f"task is for {task.env}, not {env.name}"

@@ -11,6 +11,11 @@ Binds loopback by default. Bound elsewhere it needs a bearer token (``--token`` 
 ``GYMFLOW_ENV_TOKEN``) and refuses to start without one, unless ``--insecure`` says that anyone
 who can reach the port may call its tools.
 
+Ground truth is the server's own (:mod:`gymflow.env.task_store`): the tasks it was started
+with (``--tasks FILE``), seeded by ``task_id``; tasks clients send are refused unless
+``--trust-client-tasks``. An environment with a ``preflight()`` (``code``: is there a sandbox?)
+is asked before anything is served, so a host that cannot run it fails in one line.
+
 Heavy verifiers (``heavy_verify``) run in a process pool of each worker, or with
 ``VerifyOn("ray")`` on Ray actors (:mod:`gymflow.env.ray_verify`): on the cluster at its
 address, or on a local one started here before the workers and stopped after them (workers in
@@ -29,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.env.task_store import TaskStore
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -58,18 +64,43 @@ def worker_urls(host: str, port: int, workers: int) -> list[str]:
     return [f"http://{shown}:{port + k}" for k in range(workers)]
 
 
-def check_bind(name: str, host: str, token: str | None, insecure: bool) -> None:
-    """Refuse a non-loopback bind without a token unless ``insecure`` (then warn)."""
+def check_bind(
+    name: str,
+    host: str,
+    token: str | None,
+    insecure: bool,
+    token_flag: str = "--token (or GYMFLOW_ENV_TOKEN)",
+    exposed: str = "call its tools",
+) -> None:
+    """Refuse a non-loopback bind without a token unless ``insecure`` (then warn).
+
+    ``token_flag`` names how the command takes a token, ``exposed`` what anyone could do."""
     if host in LOOPBACK or token:
         return
     if not insecure:
         raise GymflowError(
             FailureKind.UNAUTHORIZED,
             f"refusing to serve {name} on {host} without a bearer token: anyone who can "
-            "reach the port could call its tools; set --token (or GYMFLOW_ENV_TOKEN), bind "
-            "127.0.0.1, or pass --insecure to accept that",
+            f"reach the port could {exposed}; set {token_flag}, bind 127.0.0.1, or pass "
+            "--insecure to accept that",
         )
     print(f"warning: serving {name} on {host} without a bearer token (--insecure)", file=sys.stderr)
+
+
+def preflight(name: str) -> None:
+    """Raise if environment ``name`` cannot run on this host (its ``preflight()``, if any)."""
+    from gymflow.env.registry import get_env
+
+    check = getattr(get_env(name), "preflight", None)
+    if callable(check):
+        check()
+
+
+def describe_tasks(tasks: TaskStore) -> str:
+    """What a starting server says about its ground truth."""
+    if tasks.trust_client_tasks:
+        return f"{len(tasks)} tasks loaded; tasks clients send are scored as sent"
+    return f"{len(tasks)} tasks loaded; tasks clients send are refused unless they are these"
 
 
 def stop_requested() -> Callable[[], bool]:
@@ -93,10 +124,11 @@ def _run_worker(
     urls: list[str],
     client_session_ids: bool = False,
     verify: VerifyOn = VerifyOn(),
+    tasks: TaskStore | None = None,
 ) -> None:
     import uvicorn
 
-    app = worker_app(name, token, index, urls, client_session_ids, verify)
+    app = worker_app(name, token, index, urls, client_session_ids, verify, tasks)
     with contextlib.ExitStack() as stack:
         if verify.on == "ray":  # joined here, before uvicorn takes SIGTERM (Ray would keep it)
             from gymflow.core.ray_cluster import ray_cluster
@@ -113,9 +145,10 @@ def worker_app(
     urls: list[str],
     client_session_ids: bool = False,
     verify: VerifyOn = VerifyOn(),
+    tasks: TaskStore | None = None,
 ):
     """The resources server of worker ``index`` of the workers at ``urls`` (one: no worker
-    info, sessions unprefixed)."""
+    info, sessions unprefixed), scoring against ``tasks`` (none: every seed is refused)."""
     from gymflow.env.registry import get_env
     from gymflow.env.resources_server import WorkerInfo, build_app
 
@@ -128,6 +161,7 @@ def worker_app(
         verify_workers=verify.workers,
         verify_on=verify.on,
         ray_address=verify.ray_address,
+        tasks=tasks if tasks is not None else TaskStore(),
     )
 
 
@@ -171,13 +205,16 @@ def serve(
     insecure: bool = False,
     client_session_ids: bool = False,
     verify: VerifyOn = VerifyOn(),
+    tasks: TaskStore | None = None,
 ) -> int:
-    """Serve ``name`` until interrupted; returns an exit status."""
+    """Serve ``name`` until interrupted, scoring against ``tasks``; returns an exit status."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
     check_bind(name, host, token, insecure)
+    preflight(name)
+    tasks = tasks if tasks is not None else TaskStore()
     with verify_cluster(name, workers, verify) as verify:
-        return _serve_workers(name, host, port, workers, token, client_session_ids, verify)
+        return _serve_workers(name, host, port, workers, token, client_session_ids, verify, tasks)
 
 
 def _serve_workers(
@@ -188,17 +225,22 @@ def _serve_workers(
     token: str | None,
     client_session_ids: bool,
     verify: VerifyOn,
+    tasks: TaskStore,
 ) -> int:
     urls = worker_urls(host, port, workers)
-    print(f"serving {name} on {', '.join(urls)}", file=sys.stderr, flush=True)
+    print(
+        f"serving {name} on {', '.join(urls)} ({describe_tasks(tasks)})",
+        file=sys.stderr,
+        flush=True,
+    )
     if workers == 1:
-        _run_worker(name, host, port, token, 0, urls, client_session_ids, verify)
+        _run_worker(name, host, port, token, 0, urls, client_session_ids, verify, tasks)
         return 0
     ctx = multiprocessing.get_context("spawn")
     procs = [
         ctx.Process(
             target=_run_worker,
-            args=(name, host, port, token, k, urls, client_session_ids, verify),
+            args=(name, host, port, token, k, urls, client_session_ids, verify, tasks),
             daemon=True,
         )
         for k in range(workers)

@@ -11,6 +11,11 @@ says the request is wrong; sending it again will not help) and a 200 whose body 
 completion. With ``token_ids=True`` the vLLM extensions ``return_token_ids`` and ``logprobs``
 are asked for, so episodes get a token view (a hosted API refuses unknown fields: leave it off).
 
+The API key goes only where it cannot be read on the way: over https, or over plain http to a
+loopback address. To any other plain-http host it is withheld (a warning says so, and a 401
+names the reason) unless ``allow_insecure_key`` (spec option ``insecure_key=1``) says the
+network in between is trusted.
+
 httpx, not the openai SDK: the SDK's own retries and types would hide what this module must
 decide (what is retried, what kind a failure gets), and it is one more heavy dependency.
 """
@@ -18,7 +23,10 @@ decide (what is retried, what kind a failure gets), and it is one more heavy dep
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -27,6 +35,28 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.policy.base import ChatRequest, ChatTurn
 
 RETRIED_STATUS = {408, 429}
+log = logging.getLogger(__name__)
+
+
+def key_travels_safely(base_url: str) -> bool:
+    """Whether a bearer token sent to ``base_url`` is safe from the network: https, or a
+    loopback host (``127.0.0.0/8``, ``::1``, ``localhost``).
+
+    >>> [key_travels_safely(u) for u in ("https://api.x/v1", "http://127.0.0.1:8000/v1")]
+    [True, True]
+    >>> key_travels_safely("http://10.0.0.5:8000/v1")
+    False
+    """
+    url = urlsplit(base_url)
+    if url.scheme == "https":
+        return True
+    host = url.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Wire(BaseModel):
@@ -121,17 +151,31 @@ class OpenAIChatPolicy:
         max_concurrency: int = 32,
         token_ids: bool = False,
         extra_body: dict | None = None,
+        allow_insecure_key: bool = False,
     ) -> None:
         self.base_url, self.model = base_url.rstrip("/"), model
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.max_concurrency, self.token_ids = max_concurrency, token_ids
         self.extra_body = extra_body or {}
+        self.key_withheld = bool(api_key) and not (
+            allow_insecure_key or key_travels_safely(self.base_url)
+        )
+        """An API key was given but not sent: plain http to a host that is not loopback."""
+        if self.key_withheld:
+            log.warning("%s", self._withheld_reason())
+            api_key = None
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: httpx.AsyncClient | None = None
         self._gate: asyncio.Semaphore | None = None
         self.attempts = 0
         """HTTP requests sent, retries included (for tests and reports)."""
+
+    def _withheld_reason(self) -> str:
+        return (
+            f"the API key was not sent to {self.base_url}: plain http to a host that is not "
+            "loopback; use https, or add insecure_key=1 to the openai: spec to send it anyway"
+        )
 
     def _client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         # httpx pools and asyncio semaphores belong to one event loop; evaluation and GRPO run
@@ -194,7 +238,10 @@ class OpenAIChatPolicy:
                 kind, why = FailureKind.POLICY_UNAVAILABLE, _status(resp)
                 continue
             if resp.status_code >= 400:
-                return _failed(FailureKind.POLICY_ERROR, f"{self.base_url}: {_status(resp)}")
+                why = f"{self.base_url}: {_status(resp)}"
+                if self.key_withheld and resp.status_code in (401, 403):
+                    why += f" ({self._withheld_reason()})"
+                return _failed(FailureKind.POLICY_ERROR, why)
             try:
                 return to_turn(ChatCompletion.model_validate_json(resp.content))
             except ValidationError as exc:

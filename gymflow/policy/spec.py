@@ -1,7 +1,8 @@
 """Pick a policy backend from one spec string (``gymflow rollouts collect --policy SPEC`` ...).
 
 * ``transformers:PATH`` or a bare ``PATH``: in-process transformers (CPU or GPU);
-* ``vllm:PATH``: in-process vLLM engine (GPU; ``pip install 'gymflow[gpu]'``);
+* ``vllm:PATH``: vLLM, in-process (GPU; ``pip install 'gymflow[gpu]'``) or as a ``vllm serve``
+  process gymflow starts and stops (``make setup-vllm``; CPU or GPU);
 * ``openai:http://127.0.0.1:8000/v1?model=NAME``: any OpenAI-compatible server;
 * ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``: a version of the project home's MLflow
   registry (e.g. ``models:/gymflow-tool_call@champion``), downloaded once into the home's cache
@@ -18,7 +19,9 @@
 parses, e.g. ``body.tool_choice=none`` for a vLLM serve started without a tool parser: it then
 returns the model's text and the client parses the tool calls). The bearer token is read from the environment, never from the spec (specs
 end up in logs and MLflow params): ``GYMFLOW_POLICY_API_KEY``, else ``OPENAI_API_KEY``, or the
-variable ``api_key_env`` names.
+variable ``api_key_env`` names. The key is sent only over https or to a loopback address;
+``insecure_key=1`` sends it over plain http to another host too
+(:func:`gymflow.policy.openai_backend.key_travels_safely`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from gymflow.core.failures import FailureKind, GymflowError
 
 BACKENDS = ("transformers", "vllm", "openai", "scripted", "models")
-OPENAI_OPTIONS = {"model", "timeout_s", "retries", "concurrency", "token_ids", "api_key_env"}
+OPENAI_OPTIONS = {
+    "model", "timeout_s", "retries", "concurrency", "token_ids", "api_key_env", "insecure_key",
+}  # fmt: skip
 KEY_VARIABLES = ("GYMFLOW_POLICY_API_KEY", "OPENAI_API_KEY")
 
 
@@ -110,9 +115,9 @@ def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | 
 
         return TransformersPolicy.from_path(spec.target)
     if spec.backend == "vllm":
-        from gymflow.policy.vllm_backend import VLLMPolicy
+        from gymflow.policy.vllm_backend import load_vllm
 
-        return VLLMPolicy.from_path(spec.target)
+        return load_vllm(spec.target)
     from gymflow.policy.openai_backend import OpenAIChatPolicy
 
     opts = spec.options
@@ -125,6 +130,7 @@ def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | 
             retries=int(opts.get("retries", 3)),
             max_concurrency=int(opts.get("concurrency", 32)),
             token_ids=opts.get("token_ids", "0").lower() in ("1", "true", "yes"),
+            allow_insecure_key=opts.get("insecure_key", "0").lower() in ("1", "true", "yes"),
             extra_body={k[5:]: _json_or_text(v) for k, v in opts.items() if k.startswith("body.")},
         )
     except ValueError as exc:
