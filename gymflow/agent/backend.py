@@ -1,5 +1,7 @@
 """The policy backend behind the capturing proxy: any OpenAI-compatible server, reached with a
-timeout and capped retries.
+timeout and capped retries, over the resources-server client's aiohttp transport
+(:class:`gymflow.env.client.HttpTransport`: a fraction of httpx's CPU per request, which is
+most of what a proxied call costs).
 
 Retried (with exponential backoff, at most ``retries`` times): no answer (connection refused,
 reset, timed out), 408, 429 and 5xx. Not retried: other 4xx, which the proxy hands back to the
@@ -12,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
-
+from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.env.client import HttpTransport, TransportFailure
 
 RETRIED_STATUS = {408, 429}
 
@@ -32,49 +34,45 @@ class Backend:
         self.base_url = base_url.rstrip("/")
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.max_connections = max_connections
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http: httpx.AsyncClient | None = None
+        self._headers = [(b"content-type", b"application/json")]
+        if api_key:
+            self._headers.append((b"authorization", f"Bearer {api_key}".encode()))
+        self._transport: HttpTransport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> HttpTransport:
         loop = asyncio.get_running_loop()  # a pool belongs to one event loop
-        if self._http is None or self._loop is not loop:
+        if self._transport is None or self._loop is not loop:
             self._loop = loop
-            self._http = httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=self._headers,
-                timeout=self.timeout_s,
-                limits=httpx.Limits(max_connections=self.max_connections),
-            )
-        return self._http
+            self._transport = HttpTransport(self.base_url, self.timeout_s, self.max_connections)
+        return self._transport
 
     async def aclose(self) -> None:
-        if self._http is not None and self._loop is asyncio.get_running_loop():
-            await self._http.aclose()
-        self._http = None
+        if self._transport is not None and self._loop is asyncio.get_running_loop():
+            await self._transport.aclose()
+        self._transport = None
 
-    async def send(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
-        """The backend's answer (status < 500, not 408/429), or ``GymflowError`` after retries."""
-        http = self._client()
+    async def send(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        """``(status, body)`` of the backend's answer (status < 500, not 408/429), or
+        ``GymflowError`` after the retries."""
+        transport = self._client()
+        raw = b"" if body is None else fast_json.dumps(body)
         kind, why = FailureKind.POLICY_UNAVAILABLE, ""
         for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
-                resp = await http.request(method, path, json=body)
-            except httpx.TimeoutException:
-                kind, why = FailureKind.TIMEOUT, f"no answer within {self.timeout_s:g} s"
+                status, answer = await transport.send(method, path, raw, self._headers)
+            except TransportFailure as exc:
+                timed_out = str(exc).startswith("Timeout")
+                kind = FailureKind.TIMEOUT if timed_out else FailureKind.POLICY_UNAVAILABLE
+                why = str(exc)
                 continue
-            except httpx.TransportError as exc:
-                kind, why = FailureKind.POLICY_UNAVAILABLE, f"{type(exc).__name__}: {exc}"
+            if status >= 500 or status in RETRIED_STATUS:
+                kind = FailureKind.POLICY_UNAVAILABLE
+                why = f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}"
                 continue
-            if resp.status_code >= 500 or resp.status_code in RETRIED_STATUS:
-                kind, why = (
-                    FailureKind.POLICY_UNAVAILABLE,
-                    f"HTTP {resp.status_code}: {resp.text[:200]}",
-                )
-                continue
-            return resp
+            return status, answer
         raise GymflowError(
             kind, f"{self.base_url}{path} failed after {self.retries + 1} attempts: {why}"
         )

@@ -46,6 +46,7 @@ from gymflow.agent.conventions import (
 from gymflow.agent.proxy_store import ProxyStore
 from gymflow.agent.runtime import EpisodeRuntime
 from gymflow.agent.wire import error_result, result_of
+from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.resources_server import SESSION_ID
@@ -204,25 +205,26 @@ def build_proxy_app(
         sent = {**body, **forced, "logprobs": True, "return_token_ids": True, "seed": seed}
         started = time.perf_counter()
         try:
-            resp = await backend.send("POST", "/chat/completions", sent)
+            status, raw = await backend.send("POST", "/chat/completions", sent)
         except GymflowError as exc:
             live.failed.setdefault(capture.episode_id, exc)
             raise
-        if resp.status_code >= 400:  # the agent's request was wrong: it sees why, as written
-            return Response(resp.content, resp.status_code, media_type="application/json")
+        if status >= 400:  # the agent's request was wrong: it sees why, as written
+            return Response(raw, status, media_type="application/json")
         try:
-            turn = to_turn(ChatCompletion.model_validate_json(resp.content))
-        except ValidationError as exc:
+            answer = fast_json.loads(raw)
+            turn = to_turn(ChatCompletion.model_validate(answer))
+        except ValueError as exc:  # not JSON, or not a chat completion (a ValidationError)
+            problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             error = GymflowError(
-                FailureKind.POLICY_ERROR,
-                f"backend answer is not a chat completion: {exc.errors()[0]['msg']}",
+                FailureKind.POLICY_ERROR, f"backend answer is not a chat completion: {problem}"
             )
             live.failed.setdefault(capture.episode_id, error)
             raise error from None
         latency = time.perf_counter() - started
         capture.calls.append(ModelCall(body["messages"], body.get("tools"), turn, seed, latency))
         app.state.calls += 1
-        return json_response(_as_asked(json.loads(resp.content), asked))
+        return json_response(_as_asked(answer, asked))
 
     @app.post("/episodes/{eid}/v1/chat/completions")
     async def chat_by_path(eid: str, request: Request) -> Response:
@@ -234,8 +236,8 @@ def build_proxy_app(
 
     async def models(request: Request) -> Response:
         authorize(request)
-        resp = await backend.send("GET", "/models")
-        return Response(resp.content, resp.status_code, media_type="application/json")
+        status, raw = await backend.send("GET", "/models")
+        return Response(raw, status, media_type="application/json")
 
     app.get("/v1/models")(models)
     app.get("/episodes/{eid}/v1/models")(models)
