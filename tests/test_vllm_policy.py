@@ -1,5 +1,6 @@
-"""The vllm backend: a clear kinded error where vLLM or a GPU is missing (here), the mapping of
-vLLM's outputs, and, where vLLM and CUDA exist, real generation and a scored episode."""
+"""The in-process vllm backend: a clear kinded error where vLLM or a GPU is missing (here), the
+mapping of vLLM's outputs, and, where vLLM and CUDA exist, real generation and a scored episode.
+The engine-process backend (vLLM's CPU build) runs for real in tests/test_vllm_engine.py."""
 
 from __future__ import annotations
 
@@ -32,11 +33,14 @@ HAS_GPU = HAS_VLLM and torch.cuda.is_available()
 
 
 @pytest.mark.skipif(HAS_GPU, reason="vLLM and a GPU are here: the backend loads")
-def test_vllm_without_vllm_or_gpu_is_a_kinded_error(tmp_path):
+def test_vllm_without_vllm_or_gpu_is_a_kinded_error(tmp_path, monkeypatch):
+    # neither in-process vLLM nor a vLLM environment (tests/test_vllm_engine.py runs that one)
+    monkeypatch.setenv("GYMFLOW_VLLM_ENV", str(tmp_path / "no-venv"))
     with pytest.raises(GymflowError) as err:
         load_policy(f"vllm:{tmp_path}")
     assert err.value.kind == FailureKind.BACKEND_UNAVAILABLE
     assert ("gymflow[gpu]" if not HAS_VLLM else "CUDA GPU") in str(err.value)
+    assert "make setup-vllm" in str(err.value)
 
 
 def test_sampling_params_sample_the_full_distribution_with_a_seed_each():

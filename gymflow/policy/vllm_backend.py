@@ -10,7 +10,9 @@ the embedded model's ``<tool_call>`` markers).
 
 vLLM is imported lazily: ``pip install 'gymflow[gpu]'`` provides it (TRL 1.16's ``vllm`` extra)
 and it needs a CUDA GPU; without either, :func:`require_vllm` raises
-``GymflowError(BACKEND_UNAVAILABLE)`` saying which is missing.
+``GymflowError(BACKEND_UNAVAILABLE)`` saying which is missing. :func:`load_vllm` (the
+``vllm:PATH`` spec) then runs vLLM as its own process instead
+(:mod:`gymflow.policy.vllm_served`): vLLM's CPU build, or a GPU build in its own environment.
 """
 
 from __future__ import annotations
@@ -45,6 +47,30 @@ def require_vllm() -> None:
             FailureKind.BACKEND_UNAVAILABLE,
             "the vllm backend needs a CUDA GPU and none is visible; use transformers:PATH",
         )
+
+
+def load_vllm(path: str | Path):
+    """The ``vllm:PATH`` policy: an in-process engine where vLLM imports here and a CUDA GPU is
+    visible (:class:`VLLMPolicy`), else a ``vllm serve`` process from the vLLM environment
+    (:class:`~gymflow.policy.vllm_served.VLLMServedPolicy`, ``make setup-vllm``; CPU or GPU),
+    stopped by its ``close()`` or when the program exits."""
+    if not Path(path).is_dir():
+        raise GymflowError(FailureKind.BAD_REQUEST, f"no model folder at {str(path)!r}")
+    try:
+        require_vllm()
+    except GymflowError as in_process:
+        from gymflow.policy.vllm_engine import vllm_python
+
+        try:
+            vllm_python()
+        except GymflowError as no_env:
+            raise GymflowError(
+                FailureKind.BACKEND_UNAVAILABLE, f"{in_process.detail}; or {no_env.detail}"
+            ) from None
+        from gymflow.policy.vllm_served import VLLMServedPolicy
+
+        return VLLMServedPolicy.start(path)
+    return VLLMPolicy.from_path(path)
 
 
 def sampling_kwargs(

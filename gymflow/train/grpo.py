@@ -140,11 +140,14 @@ class GRPOSettings(BaseModel):
         description="Score greedy validation success every N steps and at the last; the best "
         "step is the policy GRPO hands on (None: the last step, nothing scored).",
     )
-    vllm: Literal["off", "colocate", "server"] = Field(
+    vllm: Literal["off", "colocate", "server", "managed"] = Field(
         "off",
         description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
         'process ("colocate") or a `trl vllm-serve` server ("server"); TRL syncs the weights '
-        "before each rollout batch. Off: the training model generates (CPU path).",
+        'before each rollout batch. "managed": a `vllm serve` process gymflow starts from the '
+        "vLLM environment (make setup-vllm; CPU or GPU) and syncs before each batch, full "
+        "weights or the LoRA adapter (gymflow.policy.vllm_sync). Off: the training model "
+        "generates (CPU path).",
     )
     vllm_server_url: str | None = Field(None, description='"server" mode: the server\'s URL.')
     vllm_gpu_memory_utilization: float = Field(
@@ -184,8 +187,10 @@ class GRPOSettings(BaseModel):
             raise ValueError('ray_address is for engine "ray"')
         if self.engine == "ray" and (self.lora is not None or self.vllm != "off"):
             raise ValueError('engine "ray" rolls out full transformers weights: no lora, no vllm')
-        if self.vllm != "off" and self.device == "cpu":
-            raise ValueError('vllm needs the GPU: set device "auto" or "cuda", or vllm "off"')
+        if self.vllm in ("colocate", "server") and self.device == "cpu":
+            raise ValueError(
+                'TRL\'s vllm modes need the GPU: set device "auto" or "cuda", or vllm "managed"'
+            )
         return self
 
 
@@ -253,6 +258,11 @@ class RolloutSource:
                 max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
             )
             self.ray = RayRollouts(env, sampling, settings.ray_workers, settings.ray_address)
+        self.vllm = None  # settings.vllm "managed": an engine process gymflow keeps in sync
+        if settings.vllm == "managed":
+            from gymflow.policy.vllm_sync import SyncedEngine
+
+            self.vllm = SyncedEngine()
         self.stats = {
             "groups_generated": 0,
             "groups_zero_variance": 0,
@@ -261,9 +271,12 @@ class RolloutSource:
         }
 
     def close(self) -> None:
-        """Stop the Ray rollout workers, if any (the next step would start them again)."""
+        """Stop the Ray rollout workers or the vLLM engine, if any (the next step would start
+        them again)."""
         if self.ray is not None:
             self.ray.close()
+        if self.vllm is not None:
+            self.vllm.close()
 
     def wait_stored(self) -> None:
         """Block until every rollout handed to the store is on disk (raise a write's error)."""
@@ -290,6 +303,8 @@ class RolloutSource:
             rng = random.Random(f"{self.settings.seed}-{step}-mix")
             wanted = draw_tasks(self.env_pools, self.weights, len(wanted), rng)
         policy = rollout_policy(trainer) if self.ray is None else self.ray.synced(trainer)
+        if self.vllm is not None:  # the engine, given this step's weights first
+            policy = self.vllm.policy(trainer)
         kept: list[list[Episode]] = []
         spare: list[list[Episode]] = []
         done: list[tuple[Planned, Episode | None, GymflowError | None]] = []
@@ -520,7 +535,7 @@ def run_grpo(
         source.close()
     source.wait_stored()
     wall = progress.trained_s()
-    validation = load_chosen(trainer, out_dir)  # the best validated step, if any was scored
+    validation = load_chosen(trainer, out_dir, model_path)  # the best validated step, if any
     final = out_dir / "final"
     if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
         trainer.model.merge_and_unload().save_pretrained(final)
@@ -544,7 +559,7 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
 
     batch = settings.prompts_per_step * settings.num_generations
     vllm = {}
-    if settings.vllm != "off":
+    if settings.vllm in ("colocate", "server"):  # TRL's own engine ("managed" is ours)
         vllm = {
             "use_vllm": True,
             "vllm_mode": settings.vllm,
@@ -554,7 +569,7 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
             vllm["vllm_server_base_url"] = settings.vllm_server_url
     return GRPOConfig(
         output_dir=str(output_dir),
-        use_cpu=settings.vllm == "off" and trains_on_cpu(settings.device),
+        use_cpu=not vllm and trains_on_cpu(settings.device),
         **vllm,
         bf16=False,
         fp16=False,
