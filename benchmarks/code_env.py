@@ -1,6 +1,7 @@
 """Code sandbox benchmark: start-up of a sandboxed interpreter, and the cost of one verify.
 
-    python benchmarks/code_env.py [--isolation auto|bwrap|unshare|none] [--n 40] [--out FILE]
+    python benchmarks/code_env.py [--isolation auto|bwrap|unshare|none] [--n 40]
+        [--kernel-layer on|off] [--out FILE]
 
 Prints one JSON object with, per run of the chosen tier:
 
@@ -12,6 +13,8 @@ Prints one JSON object with, per run of the chosen tier:
 * ``verify_cpu_ms`` — p50 / p95 CPU of the same: the host's own (this process) plus both
   sandboxed interpreters as they report it (``getrusage`` inside, start-up included); the
   launcher's own CPU (bwrap, unshare) is not in it;
+* ``kernel_layer`` — the Landlock ABI and whether the seccomp filter was loaded
+  (``--kernel-layer off`` leaves both out, to price them: never a setting for real use);
 * ``load_avg_1m`` — the machine's load when the run started (figures from a busy machine are
   slower; compare runs taken at similar load).
 """
@@ -25,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from gymflow.environments.code import sandbox
+from gymflow.environments.code import kernel_layer, sandbox
 from gymflow.environments.code.execution import Program, run_program
 from gymflow.environments.code.humaneval import load_tasks
 from gymflow.environments.code.probes import gold_code
@@ -70,8 +73,13 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--isolation", default="auto")
     parser.add_argument("--n", type=int, default=40, help="HumanEval tasks to verify")
+    parser.add_argument("--kernel-layer", choices=("on", "off"), default="on")
     args = parser.parse_args()
     tier = sandbox.resolve(args.isolation)
+    if args.kernel_layer == "off":  # the price of Landlock + seccomp, measured by leaving them out
+        os.environ[kernel_layer.INSECURE_ENV] = "1"
+        kernel_layer.layer = lambda _tier: kernel_layer.KernelLayer(0, None, ("off",))
+    layer = kernel_layer.require(tier)
     load = os.getloadavg()[0]
     startup_ms(tier, 3)  # warm the page cache
     starts = startup_ms(tier, args.n)
@@ -82,6 +90,7 @@ def main() -> None:
         "startup_ms": _percentiles(starts),
         "verify_wall_ms": _percentiles(walls),
         "verify_cpu_ms": _percentiles(cpus),
+        "kernel_layer": {"landlock_abi": layer.landlock_abi, "seccomp": bool(layer.seccomp)},
         "load_avg_1m": round(load, 2),
         "cpus": os.cpu_count(),
     }

@@ -136,6 +136,20 @@ def test_policy_serve_refuses_what_it_cannot_serve(tmp_path):
         assert result.exit_code == 2 and says in result.output, result.output
 
 
+def test_policy_serve_refuses_a_non_loopback_bind_without_a_key(tmp_path):
+    runner = CliRunner()
+    model = str(tmp_path / "any")  # refused before any model is loaded
+    result = runner.invoke(cli, ["policy", "serve", "--policy", model, "--host", "0.0.0.0"])
+    assert result.exit_code == 2, result.output
+    assert "refusing to serve any on 0.0.0.0 without a bearer token" in result.output
+    assert "--api-key-env VAR" in result.output and "--insecure" in result.output
+    told = runner.invoke(
+        cli, ["policy", "serve", "--policy", model, "--host", "0.0.0.0", "--insecure"]
+    )
+    assert "without a bearer token (--insecure)" in told.output  # warned, then on to loading
+    assert told.exit_code == 2 and "no model folder" in told.output
+
+
 def test_policy_serve_answers_chat_completions(tiny_model):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
