@@ -216,7 +216,7 @@ def main() -> None:
     result: dict = {"env": "counter gold: seed + 4 model turns + 3 tool calls + verify + close"}
     try:
         agent_port, policy_port, proxy_port = free_port(), free_port(), free_port()
-        agent = started([GYMFLOW, "agent", "serve", "--port", str(agent_port)],
+        agent = started([GYMFLOW, "agent", "serve", "--port", str(agent_port), "--trust-client-tasks"],
                         f"http://127.0.0.1:{agent_port}/health")  # fmt: skip
         procs.append(agent)
         code = SERVED_POLICY.format(drafts=DRAFTS, seed=TASK_SEED)
@@ -226,7 +226,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as rows:
             proxy_cmd = [
                 GYMFLOW, "agent", "proxy", "--backend", f"http://127.0.0.1:{policy_port}/v1",
-                "--port", str(proxy_port), "--out", rows,
+                "--port", str(proxy_port), "--out", rows, "--trust-client-tasks",
             ]  # fmt: skip
             proxy = started(proxy_cmd, f"http://127.0.0.1:{proxy_port}/health")
             procs.append(proxy)

@@ -48,7 +48,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_agent_serve_with_two_workers_spreads_episodes_over_them():
     port = free_port()
     proc = _started(
-        ["agent", "serve", "--port", str(port), "--workers", "2"],
+        ["agent", "serve", "--port", str(port), "--workers", "2", "--trust-client-tasks"],
         f"http://127.0.0.1:{port}/health",
         f"http://127.0.0.1:{port + 1}/health",
     )

@@ -23,6 +23,7 @@ from gymflow.env.client import EnvClient
 from gymflow.env.loopback import LoopbackServer, serve_on_loopback
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
+from gymflow.env.task_store import TaskStore
 from gymflow.policy.spec import load_policy
 from gymflow.rollout.driver import run_window
 from gymflow.rollout.episode import Sampling
@@ -105,7 +106,8 @@ def test_multi_turn_episodes_with_tool_calls_equal_too():
 def test_conventions_health_token_errors_and_limits():
     env = get_env("counter")
     task = build_tasks(env, 5, seed=1, heldout_frac=0.0, val_frac=0.0)[0]
-    app = build_agent_app(token="s3cret", tasks={task.task_id: task}, max_new_tokens_limit=64)
+    held = TaskStore([task])  # scores only the task it holds
+    app = build_agent_app(token="s3cret", tasks=held, max_new_tokens_limit=64)
     auth = {"Authorization": "Bearer s3cret"}
     with serve_on_loopback(app) as url:
         health = httpx.get(f"{url}/health").json()  # open without the token
@@ -141,6 +143,17 @@ def test_conventions_health_token_errors_and_limits():
         for raw, status, kind in cases:
             resp = httpx.post(f"{url}/run", content=raw, headers=auth)
             assert (resp.status_code, resp.json()["error"]["kind"]) == (status, kind), raw
+        other = build_tasks(env, 9, seed=5, heldout_frac=0.0, val_frac=0.0)[0]
+        forged = task.model_copy(update={"ground_truth": other.ground_truth})
+        for sent in (other, forged):  # a task it does not hold, or its own with another truth
+            resp = httpx.post(
+                f"{url}/run",
+                json={**body, "task_id": None, "task": sent.model_dump()},
+                headers=auth,
+            )
+            assert (resp.status_code, resp.json()["error"]["kind"]) == (403, "unauthorized")
+        same = {**body, "task_id": None, "task": task.model_dump()}  # equal to its copy: scored
+        assert httpx.post(f"{url}/run", json=same, headers=auth).json()["reward"] == 1.0
         big = httpx.post(f"{url}/run", content=b" " * (5 << 20), headers=auth)
         assert big.status_code == 413 and big.json()["error"]["kind"] == "payload_too_large"
         missing = httpx.get(f"{url}/nowhere", headers=auth)

@@ -15,20 +15,14 @@ from pathlib import Path
 
 import typer
 
-agent_app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-    help="Agents as services: the /run episode driver, a capturing proxy.\n\n"
-    "serve runs episodes behind POST /run; proxy records any agent's model calls as trainable "
-    "rollouts; collect runs external agent programs through a proxy into a rollout folder.",
+from gymflow.cli.common import children_die_with_me, command_group
+
+agent_app = command_group("Agents as services: the /run episode driver, a capturing proxy.")
+
+TRUST_HELP = (
+    "Also score tasks clients send that this server does not hold (their ground truth as "
+    "sent); by default only --tasks are scored."
 )
-
-
-def _fail(exc: Exception) -> None:
-    kind = getattr(exc, "kind", "bad_request")
-    typer.echo(f"error: [{kind}] {getattr(exc, 'detail', exc)}", err=True)
-    raise typer.Exit(2)
 
 
 @agent_app.command("serve")
@@ -48,23 +42,27 @@ def agent_serve(
     insecure: bool = typer.Option(False, help="Allow a non-loopback bind without a token."),
     max_live: int = typer.Option(256, min=1, help="Episodes live at once (more: 503)."),
     episode_timeout_s: float = typer.Option(600.0, help="An episode's wall-time limit."),
+    trust_client_tasks: bool = typer.Option(False, help=TRUST_HELP),
 ) -> None:
     """Serve the episode driver at POST /run (task + policy + environment -> episode).
 
     Example: gymflow agent serve --policy models:/gymflow-tool_call@champion --workers 2
     """
     from gymflow.agent.serve import AgentServeOptions, serve
+    from gymflow.cli.errors import fail_with
     from gymflow.core.failures import GymflowError
     from gymflow.core.jsonl import InputFileError
 
     options = AgentServeOptions(
-        host, port, workers, token, insecure, policy, tasks, max_live, episode_timeout_s
-    )
-    _children_die_with_me()
+        host=host, port=port, workers=workers, token=token, insecure=insecure, policy=policy,
+        tasks=tasks, trust_client_tasks=trust_client_tasks, max_live=max_live,
+        episode_timeout_s=episode_timeout_s,
+    )  # fmt: skip
+    children_die_with_me()
     try:
         status = serve(options)
     except (GymflowError, InputFileError) as exc:
-        _fail(exc)
+        fail_with(exc)
     raise typer.Exit(status)
 
 
@@ -87,6 +85,7 @@ def agent_proxy(
     insecure: bool = typer.Option(False, help="Allow a non-loopback bind without a token."),
     max_episodes: int = typer.Option(1024, min=1, help="Episodes open at once."),
     episode_ttl_s: float = typer.Option(3600.0, help="An episode not ended by then is closed."),
+    trust_client_tasks: bool = typer.Option(False, help=TRUST_HELP),
 ) -> None:
     """Serve the capturing proxy: agents point base_url at <proxy>/episodes/<id>/v1.
 
@@ -100,23 +99,29 @@ def agent_proxy(
     from gymflow.agent.proxy import build_proxy_app
     from gymflow.agent.proxy_store import ProxyStore
     from gymflow.agent.serve import read_task_file
+    from gymflow.cli.errors import fail_with
     from gymflow.core.failures import GymflowError
     from gymflow.core.ids import new_run_id
     from gymflow.core.jsonl import InputFileError
     from gymflow.env.serve import check_bind
+    from gymflow.env.task_store import TaskStore
 
     try:
-        check_bind("the capturing proxy", host, token, insecure)
+        check_bind(
+            "the capturing proxy", host, token, insecure, "--token (or GYMFLOW_AGENT_TOKEN)",
+            "open episodes and use the backend",
+        )  # fmt: skip
         key = os.environ.get(backend_key_env) if backend_key_env else None
-        known = read_task_file(tasks) if tasks else None
+        held = read_task_file(tasks).values() if tasks else ()
+        known = TaskStore(held, trust_client_tasks)
         store = ProxyStore(out, run_id or new_run_id(), f"proxy:{backend}") if out else None
     except (GymflowError, InputFileError) as exc:
-        _fail(exc)
+        fail_with(exc)
     app = build_proxy_app(
         Backend(backend, key), known, store, token,
         max_episodes=max_episodes, episode_ttl_s=episode_ttl_s,
     )  # fmt: skip
-    _children_die_with_me()
+    children_die_with_me()
     typer.echo(f"capturing proxy at http://{host}:{port} in front of {backend}")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
@@ -144,6 +149,7 @@ def agent_collect(
     from gymflow.agent.backend import Backend
     from gymflow.agent.external import ExternalAgents
     from gymflow.agent.proxy import build_proxy_app
+    from gymflow.cli.errors import fail_with
     from gymflow.core.failures import GymflowError
     from gymflow.core.jsonl import InputFileError
     from gymflow.data.task_files import load_tasks
@@ -156,18 +162,18 @@ def agent_collect(
         task_list = list(load_tasks(environment, tasks, fmt).values())
         programs = ExternalAgents(agent, concurrency=concurrency)
     except (GymflowError, InputFileError) as exc:
-        _fail(exc)
+        fail_with(exc)
     settings = CollectSettings(
         run_id=run_id, num_repeats=num_repeats, concurrency=concurrency, seed=seed,
         policy_spec=f"proxy:{backend}", reward_range=environment.reward_range,
     )  # fmt: skip
-    _children_die_with_me()
+    children_die_with_me()
     with LoopbackServer(build_proxy_app(Backend(backend))) as proxy:
         programs.proxy_url = proxy.url
         try:
             report = collect(environment, None, task_list, out, settings, runner=programs)
         except GymflowError as exc:
-            _fail(exc)
+            fail_with(exc)
         finally:
             programs.close()
     typer.echo(
@@ -175,13 +181,3 @@ def agent_collect(
         f"disk, {report.unscored} without a reward, failures {report.failures}; "
         f"{report.rollouts_per_s} rollouts/s -> {out}"
     )
-
-
-def _children_die_with_me() -> None:
-    from gymflow.core.watchdog import start_watchdog
-
-    start_watchdog()
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(agent_app, name="agent")

@@ -11,6 +11,10 @@ server (:mod:`gymflow.env.resources_server`) and ``gymflow policy serve``.
 * With a token, every route but ``/health`` wants ``Authorization: Bearer <token>``
   (401 ``unauthorized``); :func:`gymflow.env.serve.check_bind` refuses a non-loopback bind
   without one.
+* Ground truth is the server's own (:mod:`gymflow.env.task_store`): a request names a task it
+  holds by id, or sends a whole task equal to its copy; any other task is refused (403
+  ``unauthorized``) unless the server trusts its clients' tasks — the default of an app built
+  in-process, where the client is the program itself (:func:`held_task`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.task_record import Task
 from gymflow.env.sessions import RequestError
+from gymflow.env.task_store import TaskStore
 
 STATUS = {
     FailureKind.BAD_REQUEST: 422,
@@ -129,3 +135,17 @@ async def read_model(request: Request, model: type[BaseModel], max_bytes: int) -
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:3]
         )
         raise RequestError(422, FailureKind.BAD_REQUEST, problems) from None
+
+
+def held_task(store: TaskStore, task: Task | None, task_id: str | None) -> Task:
+    """The task a request names: one ``store`` holds (by id, or a whole task equal to its
+    copy), or the client's own when ``store`` trusts its clients' tasks."""
+    if task is not None:
+        return store.task_for(task.env, task, None)
+    held = store.tasks.get(task_id or "")
+    if held is None:
+        where = f"the {len(store)} it holds" if len(store) else "none (start it with --tasks FILE)"
+        raise RequestError(
+            404, FailureKind.BAD_REQUEST, f"no task {task_id!r}: this server has {where}"
+        )
+    return held

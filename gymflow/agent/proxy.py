@@ -38,6 +38,7 @@ from gymflow.agent.backend import Backend
 from gymflow.agent.capture import Capture, ModelCall, ToolCall
 from gymflow.agent.conventions import (
     authorizer,
+    held_task,
     install_error_shape,
     json_response,
     read_json,
@@ -51,6 +52,7 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.resources_server import SESSION_ID
 from gymflow.env.sessions import RequestError
+from gymflow.env.task_store import TaskStore
 from gymflow.policy.openai_backend import ChatCompletion, to_turn
 from gymflow.rollout.driver import _set_score  # the driver's one rule for cut-off episodes
 
@@ -81,7 +83,7 @@ class _Live:
 
 def build_proxy_app(
     backend: Backend,
-    tasks: dict[str, Task] | None = None,
+    tasks: TaskStore | None = None,
     store: ProxyStore | None = None,
     token: str | None = None,
     runtime: EpisodeRuntime | None = None,
@@ -102,7 +104,7 @@ def build_proxy_app(
     app.state.live, app.state.runtime, app.state.store = live, runtime, store
     app.state.calls = 0
     authorize = authorizer(token)
-    known = dict(tasks or {})
+    known = tasks if tasks is not None else TaskStore(trust_client_tasks=True)
     forced = dict(overrides or {})
 
     async def shutdown() -> None:
@@ -149,7 +151,8 @@ def build_proxy_app(
             "backend": backend.base_url,
             "episodes": len(live.open),
         }
-        return json_response(info | {"calls": app.state.calls, "tasks": len(known)})
+        info |= {"calls": app.state.calls, "tasks": len(known)}
+        return json_response(info | {"client_tasks": known.trust_client_tasks})
 
     @app.post("/episodes")
     async def open_episode(request: Request) -> Response:
@@ -158,9 +161,7 @@ def build_proxy_app(
         req: OpenEpisode = await read_model(request, OpenEpisode, max_body_bytes)
         if (req.task is None) == (req.task_id is None):
             raise RequestError(422, FailureKind.BAD_REQUEST, "give exactly one of task or task_id")
-        if req.task_id is not None and req.task_id not in known:
-            raise RequestError(404, FailureKind.BAD_REQUEST, f"no task {req.task_id!r} here")
-        task = req.task or known[req.task_id]
+        task = held_task(known, req.task, req.task_id)
         if len(live.open) >= max_episodes:
             raise RequestError(503, FailureKind.SESSION_LIMIT, f"{len(live.open)} episodes open")
         eid = req.episode_id or secrets.token_hex(12)

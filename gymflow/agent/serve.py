@@ -5,6 +5,8 @@ reuses): loopback by default, a bearer token (``--token`` or ``GYMFLOW_AGENT_TOK
 off loopback unless ``--insecure``; ``workers=N`` starts N uvicorn processes on ports ``port`` …
 ``port+N-1``, each listing all N in ``/health`` so :class:`~gymflow.agent.client.AgentClient`
 spreads episodes over them. Each process loads its own copy of the policies it is asked for.
+Like a resources server it scores only the ground truth it holds (``--tasks FILE``; requests
+name a task by id or send one equal to its copy) unless ``--trust-client-tasks``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.serve import check_bind, stop_requested, worker_urls
+from gymflow.env.task_store import TaskStore
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,9 @@ class AgentServeOptions:
     policy: str | None = None
     """Preloaded at start and used by requests that name no policy."""
     tasks: Path | None = None
-    """A task file (gymflow JSONL, or a .parquet task table) whose ids requests may name."""
+    """A task file (gymflow JSONL, or a .parquet task table): the tasks it scores."""
+    trust_client_tasks: bool = False
+    """Also score tasks requests send that it does not hold (their ground truth as sent)."""
     max_live: int = 256
     episode_timeout_s: float = 600.0
     env_token: str | None = None
@@ -67,7 +72,8 @@ def worker_app(options: AgentServeOptions, urls: list[str]):
     from gymflow.agent.server import build_agent_app
 
     runtime = EpisodeRuntime(env_token=options.env_token)
-    tasks = read_task_file(options.tasks) if options.tasks else None
+    held = read_task_file(options.tasks).values() if options.tasks else ()
+    tasks = TaskStore(held, options.trust_client_tasks)
     if options.policy:
         runtime.preload(policy_spec(options.policy))
     return build_agent_app(
@@ -89,7 +95,10 @@ def serve(options: AgentServeOptions) -> int:
     """Serve until interrupted; returns an exit status."""
     if options.workers < 1:
         raise GymflowError(FailureKind.BAD_REQUEST, "--workers must be at least 1")
-    check_bind("the agent server", options.host, options.token, options.insecure)
+    check_bind(
+        "the agent server", options.host, options.token, options.insecure,
+        "--token (or GYMFLOW_AGENT_TOKEN)", "run episodes with any policy it can load",
+    )  # fmt: skip
     if options.tasks is not None:
         read_task_file(options.tasks)  # a bad file fails here, in one line
     urls = worker_urls(options.host, options.port, options.workers)

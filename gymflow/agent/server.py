@@ -26,6 +26,7 @@ from fastapi.responses import Response
 
 from gymflow.agent.conventions import (
     authorizer,
+    held_task,
     install_error_shape,
     json_response,
     read_model,
@@ -33,15 +34,15 @@ from gymflow.agent.conventions import (
 from gymflow.agent.runtime import EpisodeRuntime, policy_spec
 from gymflow.agent.wire import RunRequest, error_result, result_of
 from gymflow.core.failures import FailureKind, GymflowError
-from gymflow.core.task_record import Task
 from gymflow.env.resources_server import _body_schema, _openapi_with_bodies  # one way to document
 from gymflow.env.sessions import RequestError
+from gymflow.env.task_store import TaskStore
 from gymflow.rollout.driver import run_episode
 
 
 def build_agent_app(
     default_policy: str | None = None,
-    tasks: dict[str, Task] | None = None,
+    tasks: TaskStore | None = None,
     token: str | None = None,
     max_live: int = 256,
     max_body_bytes: int = 4 << 20,
@@ -54,8 +55,9 @@ def build_agent_app(
     """An ASGI app running episodes; serve it with uvicorn (``gymflow agent serve``) or
     :class:`~gymflow.env.loopback.LoopbackServer`.
 
-    ``default_policy`` answers requests that name none; ``tasks`` are the ones a request may
-    name by id; ``workers`` are the URLs of every process of a ``--workers N`` server (listed by
+    ``default_policy`` answers requests that name none; ``tasks`` holds the ground truth
+    episodes are scored against (:func:`~gymflow.agent.conventions.held_task`; default: the
+    client's tasks, trusted, as an app used in-process); ``workers`` are the URLs of every process of a ``--workers N`` server (listed by
     ``/health`` so clients spread over them)."""
     app = FastAPI(title="gymflow agent server")
     install_error_shape(app, "gymflow.agent")
@@ -65,7 +67,7 @@ def build_agent_app(
     app.state.episodes = 0
     app.router.on_shutdown.append(runtime.aclose)
     authorize = authorizer(token)
-    known = dict(tasks or {})
+    known = tasks if tasks is not None else TaskStore(trust_client_tasks=True)
 
     @app.get("/health")
     async def health() -> Response:
@@ -78,6 +80,7 @@ def build_agent_app(
             "policies": runtime.loaded,
             "default_policy": default_policy,
             "tasks": len(known),
+            "client_tasks": known.trust_client_tasks,
         }
         if workers and len(workers) > 1:
             info["workers"] = list(workers)
@@ -87,7 +90,7 @@ def build_agent_app(
     async def run(request: Request) -> Response:
         authorize(request)
         req: RunRequest = await read_model(request, RunRequest, max_body_bytes)
-        task = req.task if req.task is not None else _known_task(known, req.task_id)
+        task = held_task(known, req.task, req.task_id)
         if req.max_new_tokens > max_new_tokens_limit:
             raise _bad(
                 f"max_new_tokens {req.max_new_tokens} > this server's {max_new_tokens_limit}"
@@ -129,15 +132,6 @@ def build_agent_app(
 
     _openapi_with_bodies(app, [RunRequest])
     return app
-
-
-def _known_task(known: dict[str, Task], task_id: str | None) -> Task:
-    if task_id not in known:
-        where = f"its {len(known)} tasks" if known else "no tasks (start it with --tasks FILE)"
-        raise RequestError(
-            404, FailureKind.BAD_REQUEST, f"no task {task_id!r}: this server has {where}"
-        )
-    return known[task_id]
 
 
 def _bad(message: str) -> RequestError:
