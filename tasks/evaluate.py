@@ -7,6 +7,7 @@ import json
 import polars as pl
 from prefect import task
 
+from gymflow.agent.runner import AgentService
 from gymflow.data.env_mix import apportion
 from gymflow.data.schemas import EVAL_ROWS, write_table
 from gymflow.data.task_table import read_tasks
@@ -36,14 +37,19 @@ def evaluate_split(
 
     Each environment of the run is evaluated on its own tasks of the split through its own
     in-process server; ``limit`` caps the tasks, a mix's shared by weight. The summary pools
-    every environment's rows (one weight per task); ``per_env`` has each one's."""
+    every environment's rows (one weight per task); ``per_env`` has each one's. With
+    ``cfg.agent_servers`` the episodes run there (:mod:`gymflow.agent.runner`), row for row."""
     import mlflow
 
     tasks = read_tasks(data.paths[split])
     weights = cfg.env_weights
     limits = apportion(limit, weights) if limit is not None else dict.fromkeys(weights)
-    policy = TransformersPolicy.from_path(policy_path)
     spec = f"transformers:{policy_path}"
+    agent = None  # agent servers run the episodes (and load the policy) when the run names them
+    if cfg.agent_servers:
+        policy, agent = None, AgentService(tuple(cfg.agent_servers), spec)
+    else:
+        policy = TransformersPolicy.from_path(policy_path)
     rows, per_env = [], {}
     for i, (name, cap) in enumerate(limits.items()):
         env = get_env(name)
@@ -54,7 +60,7 @@ def evaluate_split(
             env_rows, per_env[name] = evaluate_policy(
                 env, app, policy, mine, greedy=True, max_new_tokens=cfg.max_new_tokens,
                 seed=cfg.seed, out_dir=run.dir / "eval" / f"{split}-{label}", lineage=lineage,
-                append=i > 0,
+                append=i > 0, agent=agent,
             )  # fmt: skip
         finally:
             app.state.verifier.shutdown()  # a heavy verifier's process pool (math, code)

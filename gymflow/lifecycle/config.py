@@ -88,6 +88,13 @@ class LifecycleConfig(BaseModel):
         "gets half the CPU threads) instead of after it: the pair costs one GRPO wall time.",
     )
     gate: GateSettings = Field(default_factory=GateSettings)
+    agent_servers: list[str] | None = Field(
+        None,
+        description="Agent server URLs (gymflow agent serve) that run the baseline and "
+        "held-out evaluations' episodes instead of this process, with the same rows. They load "
+        "the run's checkpoints by path (the same machine, or a shared disk) and must hold the "
+        "run's tasks or trust their clients' (--trust-client-tasks). None: in-process.",
+    )
     seed: int = Field(
         0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
     )

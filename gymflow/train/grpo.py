@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from gymflow.agent.settings import ExternalAgentSettings
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.data.env_mix import draw_tasks
@@ -180,9 +181,18 @@ class GRPOSettings(BaseModel):
     ray_address: str | None = Field(
         None, description='"ray": a running cluster (default: a local one, started and stopped).'
     )
+    agents: ExternalAgentSettings | None = Field(
+        None,
+        description="Roll out with external agent programs (LangGraph, the OpenAI Agents SDK, "
+        "any code with an OpenAI client) instead of the episode driver: the policy being "
+        "trained is served behind gymflow's capturing proxy and each program is pointed at it "
+        '(gymflow.agent.training). Not with engine "ray" or vllm.',
+    )
 
     @model_validator(mode="after")
     def _ray_engine_alone(self) -> GRPOSettings:
+        if self.agents is not None and (self.engine == "ray" or self.vllm != "off"):
+            raise ValueError('agents roll out through this process: engine "local", vllm "off"')
         if self.engine == "local" and self.ray_address:
             raise ValueError('ray_address is for engine "ray"')
         if self.engine == "ray" and (self.lora is not None or self.vllm != "off"):
@@ -258,6 +268,14 @@ class RolloutSource:
                 max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
             )
             self.ray = RayRollouts(env, sampling, settings.ray_workers, settings.ray_address)
+        self.agents = None  # settings.agents: external programs through the capturing proxy
+        if settings.agents is not None:
+            from gymflow.agent.training import ExternalRollouts
+
+            sampling = Sampling(
+                max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
+            )
+            self.agents = ExternalRollouts(settings.agents, sampling)
         self.vllm = None  # settings.vllm "managed": an engine process gymflow keeps in sync
         if settings.vllm == "managed":
             from gymflow.policy.vllm_sync import SyncedEngine
@@ -277,6 +295,8 @@ class RolloutSource:
             self.ray.close()
         if self.vllm is not None:
             self.vllm.close()
+        if self.agents is not None:
+            self.agents.close()
 
     def wait_stored(self) -> None:
         """Block until every rollout handed to the store is on disk (raise a write's error)."""
@@ -376,6 +396,8 @@ class RolloutSource:
         async def go() -> None:
             if self.ray is not None:  # on the Ray workers, which hold this step's weights
                 return await self.ray.run(planned, lambda p, ep, e: results.append((p, ep, e)))
+            if self.agents is not None:  # the programs, against this step's weights
+                return await self.agents.run(policy, planned, lambda *r: results.append(r))
             await self._run_envs(
                 policy, sampling, planned, lambda p, ep, err: results.append((p, ep, err))
             )
