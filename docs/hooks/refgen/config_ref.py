@@ -148,29 +148,50 @@ def _how_to_set() -> str:
     return "\n".join(lines)
 
 
+def _anchor(section: str) -> str:
+    return section.replace("_", "-")
+
+
+def _row(f: ConfigField) -> list[str]:
+    if f.section and "." not in f.path:  # a top-level section: its own table below
+        facts = [cell(f.type), f"[its fields](#{_anchor(f.path)})"]
+    elif f.section:
+        facts = [cell(f.type), "its fields follow"]
+    else:
+        facts = [cell(f.type), f"default {code(f.default)}"]
+    if f.range:
+        facts.append(cell(f.range))
+    name = f"**{code(f.path)}**" if f.section else code(f.path)
+    return [name, "<br>".join(facts), cell(f.description)]
+
+
 def page() -> str:
-    """The markdown of ``reference/config.md``."""
+    """The markdown of ``reference/config.md``: the top-level fields, then one table per
+    section (a nested settings model) with its fields under their dotted names."""
     fields = config_fields()
-    rows = []
-    for f in fields:
-        name = f"**{code(f.path)}**" if f.section else code(f.path)
-        rows.append([name, cell(f.type), code(f.default), cell(f.range), cell(f.description)])
-    sections = sorted({f.path.split(".")[0] for f in fields if f.section})
-    return "\n".join(
-        [
-            "# Configuration reference",
-            "",
-            "_Generated from `gymflow/lifecycle/config.py` and the settings models it nests "
-            "when the docs are built: it cannot drift from the code._",
-            "",
-            _how_to_set(),
-            "",
-            f"{len(fields)} fields; the sections ({', '.join(code(s) for s in sections)}) "
-            "are in bold, their fields follow with dotted names.",
-            "",
-            table(["field", "type", "default", "range", "description"], rows),
-        ]
-    )
+    top = [f for f in fields if "." not in f.path]
+    sections = [f for f in top if f.section]
+    header = ["field", "type, default, range", "description"]
+    parts = [
+        "# Configuration reference",
+        "",
+        "_Generated from `gymflow/lifecycle/config.py` and the settings models it nests "
+        "when the docs are built: it cannot drift from the code._",
+        "",
+        _how_to_set(),
+        "",
+        f"{len(fields)} fields: the top-level ones first, then one table per section "
+        f"({', '.join(f'[{code(s.path)}](#{_anchor(s.path)})' for s in sections)}).",
+        "",
+        "## Top level",
+        "",
+        table(header, [_row(f) for f in top]),
+    ]
+    for s in sections:
+        inside = [f for f in fields if f.path.startswith(s.path + ".")]
+        parts += [f"## `{s.path}` {{#{_anchor(s.path)}}}", "", cell(s.description), "",
+                  table(header, [_row(f) for f in inside])]  # fmt: skip
+    return "\n".join(parts)
 
 
 def unused() -> list[str]:
