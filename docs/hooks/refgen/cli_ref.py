@@ -106,6 +106,23 @@ def commands() -> tuple[Command, ...]:
     return tuple(found)
 
 
+@cache
+def root_help() -> tuple[str, list[tuple[str, str]]]:
+    """The ``gymflow`` group's own help text and the options its ``--help`` lists (``--version``
+    is read before any parsing, so it is in the help, not among the group's parameters)."""
+    root = _root()
+    ctx = root.make_context("gymflow", [], resilient_parsing=True)
+    text = root.get_help(ctx)
+    options = []
+    if "\nOptions:\n" in text:
+        block = text.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0]
+        for line in block.splitlines():
+            name, _, what = line.strip().partition("  ")
+            if name.startswith("-"):
+                options.append((name, what.strip()))
+    return " ".join((root.help or "").split()), options
+
+
 def has_option(path: list[str], option: str | None) -> bool:
     """Whether the command at ``path`` exists (and has ``option``, when one is named)."""
     for c in commands():
@@ -186,7 +203,12 @@ def page() -> str:
             "(`error: [bad_config] …`) before any work; the [error kinds](errors.md) page "
             "says what to do about each kind.",
             "",
+            prose(root_help()[0]),
+            "",
             table(["command", "what it does"], index),
+            "## Global options",
+            "",
+            table(["option", "what it does"], [[code(o), cell(w)] for o, w in root_help()[1]]),
             *(_section(c) for c in cmds),
         ]
     )
