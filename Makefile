@@ -56,4 +56,4 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) mlruns .prefect .cache runs
+	rm -rf $(VENV) mlruns .prefect .cache runs site
