@@ -34,11 +34,11 @@ needs_vllm = pytest.mark.skipif(
 )
 
 
-def vllm_tiny_model(cache: Path) -> Path:
+def vllm_tiny_model(cache: Path, env_name: str = "tool_call") -> Path:
     from gymflow.env.registry import get_env
 
-    env = get_env("tool_call")
-    return ensure_tiny_model(cache, "tool_call", lambda: tokenizer_corpus(env, 400, 5), VLLM_SHAPE)
+    env = get_env(env_name)
+    return ensure_tiny_model(cache, env_name, lambda: tokenizer_corpus(env, 400, 5), VLLM_SHAPE)
 
 
 def teacher_forced_logprobs(model, prompt: list[int], ids: list[int], temperature: float = 1.0):
