@@ -97,10 +97,11 @@ def require(tier: sandbox.Isolation) -> KernelLayer:
         return found
     raise GymflowError(
         FailureKind.ENV_UNAVAILABLE,
-        f"refusing to run model-written code in the {tier!r} tier: bubblewrap is "
-        f"{sandbox.works('bwrap') or 'not chosen'} and {'; '.join(found.missing) or 'no Landlock'}"
-        ". Install bubblewrap (apt-get install bubblewrap) or use a kernel with Landlock, or "
-        f"accept an in-process guard only with --insecure-sandbox ({INSECURE_ENV}=1)",
+        f"refusing to run model-written code in the {tier!r} tier: "
+        f"{sandbox.works('bwrap') or 'bubblewrap is not the chosen tier'}, and "
+        f"{'; '.join(found.missing) or 'no Landlock'}. Install bubblewrap (apt-get install "
+        "bubblewrap) or use a kernel with Landlock, or accept an in-process guard only with "
+        f"--insecure-sandbox ({INSECURE_ENV}=1)",
     )
 
 

@@ -15,8 +15,8 @@ order, so one bad line never costs the others their scores:
   kind the same way).
 
 :func:`summary` counts rows by failure kind. Only a file that cannot be read at all (or a bad
-tasks file) raises :class:`~gymflow.core.jsonl.InputFileError`, and then nothing is written; the scores file is
-written to a temporary file and renamed, so it is complete or absent.
+tasks file) raises :class:`~gymflow.core.jsonl.InputFileError`, and then nothing is written;
+the scores file is written to a temporary file and renamed, so it is complete or absent.
 """
 
 from __future__ import annotations
