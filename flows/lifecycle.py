@@ -1,4 +1,5 @@
-"""The RLVR lifecycle: generate → profile → baseline → (SFT) → GRPO → held-out gate → promote.
+"""The RLVR lifecycle: generate → profile → drift → baseline → (SFT) → GRPO ‖ control → gate →
+promote.
 
 Wiring only: each stage is a Prefect task in ``tasks/`` returning a typed result
 (:mod:`gymflow.lifecycle.stage_results`) that the next stages take as input. The flow run is
@@ -21,6 +22,7 @@ from gymflow.lifecycle.run_links import link_flow_run
 from gymflow.lifecycle.run_report import publish_report
 from gymflow.lifecycle.stage_results import LifecycleResults
 from gymflow.lifecycle.summary import build_summary, write_summary
+from gymflow.tasks.drift import verifier_drift
 from gymflow.tasks.evaluate import baseline_eval
 from gymflow.tasks.gate import heldout_gate
 from gymflow.tasks.generate import generate_tasks
@@ -38,16 +40,18 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     data = generate_tasks(run, config)
     current = resolve_policy(run, config)
     profile = profile_verifier_stage(run, config, data, current)
+    drift = verifier_drift(run, config, data)  # stops when the champion's verdicts flip
     baseline = baseline_eval(run, config, data, current)
     sft = sft_stage(run, config, data, current) if baseline.needs_sft else None
     start = current if sft is None else sft
-    candidate, control = train_grpo_with_control(run, config, data, start, sft is not None)
+    candidate, control = train_grpo_with_control(run, config, data, start)  # control: always
     gate = heldout_gate(run, config, data, start, candidate, control)
     registry = promote(run, config, data, current, gate)
     results = LifecycleResults(
         generate_tasks=data,
         resolve_policy=current,
         profile_verifier=profile,
+        verifier_drift=drift,
         baseline_eval=baseline,
         sft=sft,
         grpo=candidate,

@@ -1,19 +1,38 @@
-"""Stage 6: held-out evaluation of the start, the candidates (GRPO, the SFT control) and the
-registry's champion, then the gate: the best candidate is promoted only if it beats the
-champion (or, without one, the start) significantly with no guardrail broken
-(:mod:`gymflow.eval.gate`). A run on a mix of environments is judged on the pooled held-out
-set and, per environment, must not be significantly worse on any of them."""
+"""Stage 6: the held-out gate (:mod:`gymflow.eval.gate`), evaluated sequentially.
+
+The start, the candidates (GRPO, the SFT control) and the registry's champion run on the
+held-out tasks in the gate's seeded random order, a batch at a time, until every candidate's
+verdict is settled by its confidence sequence (:mod:`gymflow.eval.sequential_gate`); then the
+candidates that passed are checked on the general-capability sets the same way
+(:mod:`gymflow.eval.general_check`). The best candidate is promoted only if it beats the
+champion (or, without one, the start) significantly with no guardrail broken. A run on a mix
+of environments is judged on the pooled held-out set and, per environment, must not be
+significantly worse on any of them. Episodes land in ``eval/heldout-<label>/`` (the rollout
+layout), rows in ``eval/heldout-<label>.parquet``, the decision in MLflow and the report.
+"""
 
 from __future__ import annotations
 
 import polars as pl
 from prefect import task
 
+from gymflow.agent.runner import AgentService
+from gymflow.data.env_mix import apportion
+from gymflow.data.schemas import EVAL_ROWS, write_table
 from gymflow.data.task_table import read_tasks
-from gymflow.eval.compare import paired_differences
-from gymflow.eval.gate import Candidate, Champion, GateResult, choose, latency_figures
-from gymflow.eval.general_check import env_sets, evaluate_general, external_sets, general_envs
-from gymflow.eval.splits import GeneratedSplit
+from gymflow.env.registry import get_env
+from gymflow.env.resources_server import build_app
+from gymflow.eval.evaluation import evaluate_policy
+from gymflow.eval.general_check import (
+    GeneralOutcome,
+    PolicyMeasures,
+    check_general,
+    env_sets,
+    external_sets,
+    general_envs,
+)
+from gymflow.eval.sequential_gate import HeldOut, gate_order, judge, run_heldout, with_latency
+from gymflow.eval.splits import GeneratedSplit, eval_tasks
 from gymflow.eval.stats import paired_delta
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version
@@ -23,34 +42,16 @@ from gymflow.lifecycle.stage_results import (
     Checkpoint,
     ControlComparison,
     EnvHeldout,
-    Evaluation,
     GateReport,
     TaskData,
 )
-from gymflow.tasks.evaluate import evaluate_split
+from gymflow.policy.transformers_backend import TransformersPolicy
+from gymflow.rollout.store import Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
+from gymflow.train.checkpoint_choice import CheckpointRule
 
-
-def _paired(a_rows: str, b_rows: str, tasks: set[str] | None = None) -> dict:
-    """Paired success difference A − B over the held-out tasks (only ``tasks``, if given)."""
-    a = pl.read_parquet(a_rows).sort("task_id")
-    b = pl.read_parquet(b_rows).sort("task_id")
-    if tasks is not None:
-        a, b = a.filter(pl.col("task_id").is_in(tasks)), b.filter(pl.col("task_id").is_in(tasks))
-    return paired_delta(a["success"].cast(float).to_list(), b["success"].cast(float).to_list())
-
-
-def _paired_per_env(a_rows: str, b_rows: str, by_env: dict[str, set[str]]) -> dict[str, dict]:
-    """A mix: :func:`_paired` on each environment's tasks; nothing for one environment."""
-    if len(by_env) < 2:
-        return {}
-    return {env: _paired(a_rows, b_rows, tasks) for env, tasks in by_env.items()}
-
-
-def _with_latency(evaluation: Evaluation) -> dict:
-    rows = pl.read_parquet(evaluation.rows)
-    figures = latency_figures(rows["completion_tokens"].to_list(), rows["latency_s"].to_list())
-    return evaluation.summary | figures
+FOLDERS = {"baseline": "baseline", "grpo": "candidate", "sft_control": "sft_control"}
+"""Each policy's label in file names (``eval/heldout-<label>``); the champion's is its version."""
 
 
 def _champion(run: RunContext, cfg: LifecycleConfig) -> tuple[str, str] | None:
@@ -63,6 +64,69 @@ def _champion(run: RunContext, cfg: LifecycleConfig) -> tuple[str, str] | None:
     return version, str(path)
 
 
+def heldout_tasks(cfg: LifecycleConfig, data: TaskData) -> dict:
+    """The held-out tasks the gate may use, by id: ``heldout_n`` shared by the mix's weights,
+    each environment's first ones in the file's order (as every evaluation takes them)."""
+    tasks = read_tasks(data.paths["heldout"])
+    weights = cfg.env_weights
+    caps = (
+        apportion(cfg.heldout_n, weights) if cfg.heldout_n is not None else dict.fromkeys(weights)
+    )
+    return {
+        t.task_id: t
+        for name, cap in caps.items()
+        for t in [t for t in tasks if t.env == name][:cap]
+    }
+
+
+class _Evaluations:
+    """``evaluate(label, task_ids) -> rows`` for the sequential gate: real greedy episodes,
+    each policy loaded once, each environment served in process once, every batch appended to
+    the policy's rollout folder."""
+
+    def __init__(
+        self, run: RunContext, cfg: LifecycleConfig, data: TaskData, paths: dict, tasks: dict
+    ):
+        self.run, self.cfg, self.data, self.paths, self.tasks = run, cfg, data, paths, tasks
+        self.folders = dict(FOLDERS)
+        self.policies: dict[str, TransformersPolicy] = {}
+        self.apps: dict[str, tuple] = {}
+        self.started: set[str] = set()
+
+    def __call__(self, label: str, ids: list[str]) -> list[dict]:
+        if not ids:
+            return []
+        spec, agent = f"transformers:{self.paths[label]}", None
+        if self.cfg.agent_servers:  # the agent servers load the policy and run the episodes
+            agent = AgentService(tuple(self.cfg.agent_servers), spec)
+        elif label not in self.policies:
+            self.policies[label] = TransformersPolicy.from_path(self.paths[label])
+        policy = self.policies.get(label)
+        out: dict[str, dict] = {}
+        for name in dict.fromkeys(self.tasks[i].env for i in ids):
+            if name not in self.apps:
+                env = get_env(name)
+                self.apps[name] = (env, build_app(env))
+            env, app = self.apps[name]
+            mine = [self.tasks[i] for i in ids if self.tasks[i].env == name]
+            lineage = Lineage(
+                self.run.run_id, 0, 0, spec, env.name, env.version, self.data.dataset_hash
+            )
+            folder = self.run.dir / "eval" / f"heldout-{self.folders[label]}"
+            rows, _ = evaluate_policy(
+                env, app, policy, mine, greedy=True, max_new_tokens=self.cfg.max_new_tokens,
+                seed=self.cfg.seed, out_dir=folder, lineage=lineage, append=label in self.started,
+                agent=agent,
+            )  # fmt: skip
+            self.started.add(label)
+            out |= {r["task_id"]: {**r, "policy": self.folders[label]} for r in rows}
+        return [out[i] for i in ids]
+
+    def close(self) -> None:
+        for _, app in self.apps.values():
+            app.state.verifier.shutdown()
+
+
 @task(name="heldout_gate", **STAGE_OPTIONS)
 def heldout_gate(
     run: RunContext,
@@ -72,164 +136,221 @@ def heldout_gate(
     candidate: Checkpoint,
     control: Checkpoint | None,
 ) -> GateReport:
-    """``baseline`` is the policy GRPO started from; ``candidate`` is GRPO's final policy;
+    """``baseline`` is the policy GRPO started from; ``candidate`` is GRPO's chosen policy;
     ``control`` the SFT control (when it ran): both are candidates for promotion."""
-
-    def held_out(path: str, label: str) -> Evaluation:
-        return evaluate_split(run, cfg, data, path, "heldout", label, cfg.heldout_n)
-
+    settings = cfg.gate
     with stage(run, "heldout_gate") as info:
-        base, cand = held_out(baseline.path, "baseline"), held_out(candidate.path, "candidate")
-        base_summary = _with_latency(base)
-        paths, evals = {"grpo": candidate.path}, {"grpo": cand}
+        paths = {"baseline": baseline.path, "grpo": candidate.path}
         if control is not None:
             paths["sft_control"] = control.path
-            evals["sft_control"] = held_out(control.path, "sft_control")
-        champ, start_label, champion, champion_eval = _champion(run, cfg), "the start", None, None
+        names = [n for n in ("grpo", "sft_control") if n in paths]
+        champ, start_label, champion_label = _champion(run, cfg), "the start", None
         if champ is not None and champ[1] == baseline.path:
             start_label = f"the start (champion v{champ[0]})"  # GRPO started from the champion
         elif champ is not None:
-            champion_eval = held_out(champ[1], f"champion-v{champ[0]}")
-            champion = ChampionComparison(
-                version=champ[0], summary=_with_latency(champion_eval), rows=champion_eval.rows
-            )
-        by_env: dict[str, set[str]] = {}
-        for t in read_tasks(data.paths["heldout"]):
-            by_env.setdefault(t.env, set()).add(t.task_id)
-        candidates = [
-            Candidate(
-                name=name,
-                summary=_with_latency(ev),
-                delta=_paired(ev.rows, base.rows),
-                champion_delta=_paired(ev.rows, champion.rows) if champion else None,
-                env_deltas=_paired_per_env(ev.rows, base.rows, by_env),
-                champion_env_deltas=_paired_per_env(ev.rows, champion.rows, by_env)
-                if champion
-                else {},
-            )
-            for name, ev in evals.items()
-        ]
-        vs_control = _paired(cand.rows, evals["sft_control"].rows) if control else None
-        held = Champion(version=champion.version, summary=champion.summary) if champion else None
-
-        def decide() -> GateResult:
-            return choose(base_summary, candidates, cfg.gate, vs_control, held, start_label)
-
-        # An environment's general check can only refuse: only candidates that pass everything
-        # else (and the start, to pair with) are evaluated there. External sets (BFCL) are the
-        # run's transfer figures as well, so the start and every candidate are evaluated.
-        worth = [v.candidate for v in decide().verdicts if v.passed]
-        envs = general_envs(cfg.gate.general_envs, set(cfg.env_weights)) if worth else []
-        start = {"baseline": baseline.path}
-        where = (GeneratedSplit.like(cfg), cfg.seed, cfg.max_new_tokens, run.dir, run.cache_dir)
-        general = evaluate_general(
-            env_sets(envs, cfg.gate.general_n), start | {n: paths[n] for n in worth}, *where
-        )
-        general |= evaluate_general(
-            external_sets(cfg.gate.general_sets, cfg.gate.general_sets_n), start | paths, *where
-        )
-        for c in candidates:
-            c.general = {
-                name: paired_differences(by[c.name], by["baseline"])["success"]
-                for name, by in general.items()
-                if c.name in by
-            }
-        decision = decide()
-        comparison = None
-        if control is not None:
-            ctrl = candidates[1]
-            comparison = ControlComparison(
-                summary=ctrl.summary,
-                grpo_minus_control=vs_control["delta"],
-                ci95=vs_control["ci95"],
-                delta_success=ctrl.delta["delta"],
-                delta_ci95=ctrl.delta["ci95"],
-            )
-        report = GateReport(
-            n=cand.summary["n"],
-            baseline=base_summary,
-            candidate=candidates[0].summary,
-            delta_success=candidates[0].delta["delta"],
-            ci95=candidates[0].delta["ci95"],
-            gate=decision,
-            sft_control=comparison,
-            champion=champion,
-            general={
-                name: {label: _success(rows) for label, rows in by.items()}
-                for name, by in general.items()
-            },
-            general_n={name: len(by["baseline"]) for name, by in general.items()},
-            general_deltas={
-                name: {c.name: _delta(c.general[name]) for c in candidates if name in c.general}
-                for name in general
-            },
-            chosen_path=paths[decision.chosen],
-            per_env=_per_env_report(base, evals, candidates, champion_eval),
-            stage=info,
-        )
-        _log(report)
+            champion_label, paths["champion"] = f"champion v{champ[0]}", champ[1]
+        tasks = heldout_tasks(cfg, data)
+        evaluations = _Evaluations(run, cfg, data, paths, tasks)
+        if champion_label:
+            evaluations.folders["champion"] = f"champion-v{champ[0]}"
+        checkpoints = {n: c.choice.text() for n, c in (("grpo", candidate), ("sft_control", control))
+                       if getattr(c, "choice", None) is not None}  # fmt: skip
+        rule = CheckpointRule(cfg.grpo.validate_every, cfg.val_eval_n).text()
+        env_of = {i: t.env for i, t in tasks.items()}
+        try:
+            held = run_heldout(gate_order(list(tasks), cfg.seed), names, evaluations, settings,
+                               env_of, champion_label, start_label, checkpoints, rule)  # fmt: skip
+        finally:
+            evaluations.close()
+        outcomes = _general(run, cfg, held, paths)
+        held.effort.skipped_general = {o.name: o.skipped for o in outcomes.values() if o.skipped}
+        general = {n: {name: o.deltas[n] for name, o in outcomes.items() if n in o.deltas}
+                   for n in names}  # fmt: skip
+        final = judge(held.rows, names, settings, env_of, champion_label, start_label,
+                      checkpoints, held.effort, True, general)  # fmt: skip
+        report = _report(run, cfg, held, final, outcomes, paths, champ, info)
+        _log(report, held)
     return report
 
 
-def _per_env_report(
-    base: Evaluation,
-    evals: dict[str, Evaluation],
-    candidates: list[Candidate],
-    champion: Evaluation | None,
-) -> dict[str, EnvHeldout]:
-    """A mix's held-out figures per environment: every policy's summary and each candidate's
-    paired success gain over the start (empty for one environment)."""
-    if len(base.per_env) < 2:
+def _general(
+    run: RunContext, cfg: LifecycleConfig, held: HeldOut, paths: dict
+) -> dict[str, GeneralOutcome]:
+    """The general-capability sets: the environments' for the candidates that passed every
+    held-out check (it can only refuse), the external sets for every candidate."""
+    settings = cfg.gate
+    passed = [v.candidate for v in held.result.verdicts if v.passed]
+    everyone = [c.name for c in held.candidates]
+    envs = general_envs(settings.general_envs, set(cfg.env_weights)) if passed else []
+    sets = [(s, passed) for s in env_sets(envs, settings.general_n, settings.general_measure)]
+    sets += [(s, everyone) for s in external_sets(settings.general_sets, settings.general_sets_n)]
+    if not sets:
         return {}
+    measures = PolicyMeasures(paths, _gold_pairs, cfg.seed, cfg.max_new_tokens, run.dir)
+    alpha = settings.candidate_alpha(len(everyone))
+    generated = GeneratedSplit.like(cfg)
     out = {}
-    for env, summary in base.per_env.items():
-        summaries = {"baseline": summary} | {name: ev.per_env[env] for name, ev in evals.items()}
-        if champion is not None:
-            summaries["champion"] = champion.per_env[env]
-        out[env] = EnvHeldout(
-            n=summary["n"],
-            summaries=summaries,
-            deltas={c.name: c.env_deltas[env] for c in candidates},
-        )
+    try:
+        for general, who in sets:
+            found = eval_tasks(get_env(general.env), general.split, generated, run_dir=run.dir,
+                               cache_dir=run.cache_dir)  # fmt: skip
+            tasks = found.tasks[: general.limit]
+            step = settings.batch if settings.sequential else len(tasks)
+            out[general.name] = check_general(general, tasks, who, measures, settings.general_margin,
+                                              alpha, step, cfg.seed)  # fmt: skip
+    finally:
+        measures.close()
     return out
 
 
-def _success(rows: list[dict]) -> float:
-    return sum(r["success"] for r in rows) / max(1, len(rows))
+def _gold_pairs(env, tokenizer, tasks) -> list[list[dict]]:
+    """Each task's gold episode as SFT demonstrations are made (one pair per assistant turn)."""
+    from gymflow.train.sft import demonstrations
+
+    return [demonstrations(env, tokenizer, [t]) for t in tasks]
 
 
-def _delta(difference: dict) -> dict:
-    """A paired difference as the report keeps it: ``{"delta", "ci95"}``."""
-    return {"delta": difference["delta"], "ci95": list(difference["ci95"])}
+def _write_rows(run: RunContext, label: str, rows: list[dict]) -> str:
+    """``eval/heldout-<label>.parquet`` (every task the policy ran) and its MLflow artifact."""
+    import mlflow
+
+    frame = pl.DataFrame(rows, schema_overrides={"failure_kind": pl.String}).select(
+        list(EVAL_ROWS.columns)
+    )
+    path = write_table(frame, EVAL_ROWS, run.dir / "eval" / f"heldout-{label}.parquet")
+    mlflow.log_artifact(str(path), artifact_path="eval")
+    return str(path)
 
 
-def _log(report: GateReport) -> None:
+def _normal(a: list[dict], b: list[dict]) -> dict:
+    """The descriptive paired difference (normal 95 % CI) a run's tables show."""
+    return paired_delta([float(r["success"]) for r in a], [float(r["success"]) for r in b])
+
+
+def _report(run, cfg, held: HeldOut, final: HeldOut, outcomes, paths, champ, info) -> GateReport:
+    rows, decision = held.rows, final.result
+    files = {label: _write_rows(run, held_label, rows[label])
+             for label, held_label in _labels(paths, champ).items()}  # fmt: skip
+    grpo = final.candidates[0]
+    comparison, champion = None, None
+    if "sft_control" in rows:
+        ctrl, n = final.candidates[1], min(len(rows["grpo"]), len(rows["sft_control"]))
+        versus = _normal(rows["grpo"][:n], rows["sft_control"][:n])
+        own = _normal(rows["sft_control"], rows["baseline"][: len(rows["sft_control"])])
+        comparison = ControlComparison(
+            summary=ctrl.summary, grpo_minus_control=versus["delta"], ci95=versus["ci95"],
+            delta_success=own["delta"], delta_ci95=own["ci95"], cs=final.vs_control.cs,
+            delta_cs=ctrl.delta.cs, n=n,
+        )  # fmt: skip
+    if "champion" in rows:
+        champion = ChampionComparison(version=champ[0], summary=with_latency(rows["champion"]),
+                                      rows=files["champion"])  # fmt: skip
+    own = _normal(rows["grpo"], rows["baseline"][: len(rows["grpo"])])
+    return GateReport(
+        n=decision.tasks_used,
+        baseline=with_latency(rows["baseline"]),
+        candidate=grpo.summary,
+        delta_success=own["delta"],
+        ci95=own["ci95"],
+        cs=grpo.delta.cs,
+        gate=decision,
+        sft_control=comparison,
+        champion=champion,
+        general={name: o.values for name, o in outcomes.items()},
+        general_n={name: o.n.get("baseline", 0) for name, o in outcomes.items()},
+        general_deltas={
+            name: {c: _general_delta(d, o, c, rows) for c, d in o.deltas.items()}
+            for name, o in outcomes.items()
+        },
+        general_checks={name: o.model_dump(mode="json") for name, o in outcomes.items()},
+        chosen_path=paths[decision.chosen],
+        per_env=_per_env_report(rows, final),
+        stage=info,
+    )
+
+
+def _general_delta(d, outcome: GeneralOutcome, name: str, rows) -> dict:
+    """A general set's comparison as the report keeps it: the mean difference, its confidence
+    sequence (``ci95`` for the tables that read it) and the tasks it took."""
+    return {"delta": d.delta, "ci95": list(d.cs), "cs": list(d.cs), "n": d.n,
+            "margin": outcome.margin, "measure": outcome.measure}  # fmt: skip
+
+
+def _labels(paths: dict, champ) -> dict[str, str]:
+    out = {label: FOLDERS[label] for label in paths if label in FOLDERS}
+    if "champion" in paths:
+        out["champion"] = f"champion-v{champ[0]}"
+    return out
+
+
+def _per_env_report(rows: dict[str, list[dict]], final: HeldOut) -> dict[str, EnvHeldout]:
+    """A mix's held-out figures per environment: every policy's summary and each candidate's
+    paired success gain over the start (empty for one environment)."""
+    envs = sorted({r["env"] for r in rows["baseline"]})
+    if len(envs) < 2:
+        return {}
+    out = {}
+    for env in envs:
+        summaries, deltas = {}, {}
+        for label, mine in rows.items():
+            of_env = [r for r in mine if r["env"] == env]
+            if of_env:
+                summaries[label] = with_latency(of_env)
+        for c in final.candidates:
+            mine = rows[c.name]
+            start = rows["baseline"][: len(mine)]
+            pairs = [(a, b) for a, b in zip(mine, start, strict=True) if a["env"] == env]
+            d = _normal([a for a, _ in pairs], [b for _, b in pairs])
+            deltas[c.name] = d | {"cs": list(c.env_deltas[env].cs)} if env in c.env_deltas else d
+        out[env] = EnvHeldout(n=summaries["baseline"]["n"], summaries=summaries, deltas=deltas)
+    return out
+
+
+def _log(report: GateReport, held: HeldOut) -> None:
     import mlflow
 
     decision = report.gate
-    metrics = {"delta_success": report.delta_success, "gate_passed": float(decision.passed)}
+    metrics = {
+        "delta_success": report.delta_success,
+        "gate_passed": float(decision.passed),
+        "gate/tasks_used": decision.tasks_used,
+        "gate/tasks_available": decision.tasks_available,
+        "gate/episodes_used": decision.episodes_used,
+        "gate/episodes_full": decision.episodes_full,
+    }
     if report.sft_control is not None:
         metrics["grpo_minus_control"] = report.sft_control.grpo_minus_control
     for verdict in decision.verdicts:
+        metrics[f"gate/{verdict.candidate}_tasks"] = verdict.n
         if verdict.champion_delta is not None:
             metrics[f"{verdict.candidate}_minus_champion"] = verdict.champion_delta
     for name, by in report.general.items():
-        metrics |= {f"general/{name}/{label}_success": v for label, v in by.items()}
+        metrics |= {f"general/{name}/{label}_value": v for label, v in by.items()}
         for label, d in report.general_deltas.get(name, {}).items():
-            lo, hi = d["ci95"]
-            metrics |= {f"general/{name}/{label}_delta_success": d["delta"],
-                        f"general/{name}/{label}_delta_ci95_lo": lo,
-                        f"general/{name}/{label}_delta_ci95_hi": hi}  # fmt: skip
-    for env, held in report.per_env.items():
-        metrics |= {f"{env}/delta_success_{name}": d["delta"] for name, d in held.deltas.items()}
+            lo, hi = d["cs"]
+            metrics |= {f"general/{name}/{label}_delta": d["delta"],
+                        f"general/{name}/{label}_cs_lo": lo,
+                        f"general/{name}/{label}_cs_hi": hi,
+                        f"general/{name}/{label}_tasks": d["n"]}  # fmt: skip
+    for env, held_env in report.per_env.items():
+        metrics |= {
+            f"{env}/delta_success_{name}": d["delta"] for name, d in held_env.deltas.items()
+        }
+    for label, rows in held.rows.items():
+        summary = with_latency(rows)
+        metrics |= {f"{FOLDERS.get(label, label)}/{k}": v for k, v in summary.items()
+                    if isinstance(v, int | float)}  # fmt: skip
     mlflow.log_metrics(metrics)
     mlflow.set_tags(
         {
             "gate.chosen": decision.chosen,
             "gate.reason": decision.reason[:5000],
             "gate.compared_with": ", ".join(decision.compared_with),
+            "gate.rule": decision.rule,
+            "gate.tasks_used": f"{decision.tasks_used} of {decision.tasks_available}",
         }
     )
     left_out = {"stage"} | ({"sft_control"} if report.sft_control is None else set())
     left_out |= set() if report.per_env else {"per_env"}
     mlflow.log_dict(report.model_dump(mode="json", exclude=left_out), "heldout_gate.json")
+    mlflow.log_dict({"looks": held.looks}, "heldout_gate_looks.json")

@@ -1,20 +1,28 @@
 """Stage 7: register the gate's chosen candidate; move ``champion`` only when the gate passed.
 
+The version's tags carry its lineage, the gate's evidence (the decision, the tasks and
+episodes it took, its level, the chosen checkpoints) and the verifiers it was gated with, which
+a later run's drift sentinel (``tasks/drift.py``) compares with.
+
 The registered model is ``LifecycleConfig.model_name``: ``gymflow-<env>``, for a mix of
 environments ``gymflow-mix-<its environments sorted, joined by '-'>`` (``registered_model``
 names another)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from prefect import task
 
+from gymflow.env.registry import get_env
+from gymflow.eval.drift import verifier_identity
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.lineage import version_description, version_tags
 from gymflow.lifecycle.model_registry import champion_version, move_champion, register_candidate
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import GateReport, Registration, ResolvedPolicy, TaskData
+from gymflow.tasks.drift import RUN_DIR_TAG, VERIFIERS_TAG
 from gymflow.tasks.options import STAGE_OPTIONS
 
 
@@ -35,7 +43,7 @@ def promote(
         name = cfg.model_name
         passed = gate.gate.passed
         tags = version_tags(run.run_id, cfg.env_label, cfg.digest(), data, start, gate)
-        tags |= _per_env_tags(cfg, gate)
+        tags |= _per_env_tags(cfg, gate) | _gate_tags(run, cfg, gate)
         description = version_description(run.run_id, cfg.env_label, start, gate)
         version = register_candidate(Path(gate.chosen_path), name, tags, description)
         previous = champion_version(name)
@@ -55,6 +63,29 @@ def promote(
         previous_champion=previous,
         stage=info,
     )
+
+
+def _gate_tags(run: RunContext, cfg: LifecycleConfig, gate: GateReport) -> dict[str, str]:
+    """How the gate decided (rule, tasks and episodes it took, its level, the chosen
+    candidate's confidence sequence, each candidate's checkpoint) and what the drift sentinel
+    of later runs compares with: the verifiers it was gated with and where its episodes are."""
+    decision = gate.gate
+    chosen = next((v for v in decision.verdicts if v.candidate == decision.chosen), None)
+    tags = {
+        "gate.rule": decision.rule,
+        "gate.alpha": f"{decision.alpha:g}",
+        "gate.tasks_used": str(decision.tasks_used),
+        "gate.tasks_available": str(decision.tasks_available),
+        "gate.episodes_used": str(decision.episodes_used),
+        "gate.episodes_full": str(decision.episodes_full),
+        VERIFIERS_TAG: json.dumps(verifier_identity([get_env(e) for e in cfg.env_weights])),
+        RUN_DIR_TAG: run.run_dir,
+    }
+    if chosen is not None:
+        tags["gate.cs"] = f"[{chosen.cs[0]:+.4f}, {chosen.cs[1]:+.4f}]"
+    if decision.checkpoints:
+        tags["gate.checkpoints"] = ", ".join(f"{k} {v}" for k, v in decision.checkpoints.items())
+    return tags
 
 
 def _per_env_tags(cfg: LifecycleConfig, gate: GateReport) -> dict[str, str]:

@@ -9,7 +9,10 @@ environment, and logs reward and success per environment every step.
 the gain of RL is measured against the cheap alternative too; with ``control_beside_grpo`` it
 runs at the same time as GRPO in a spawned process, one CPU thread each
 (:mod:`gymflow.train.twin_clock`). :func:`train_grpo_with_control` is what the flow calls: GRPO
-and, when SFT ran, its control, whichever way the control runs.
+and its control, on every run that trains (SFT first or not: a run from the champion trains
+the champion by SFT for GRPO's wall time), whichever way the control runs. Both hand the gate
+the step :mod:`gymflow.train.checkpoint_choice`'s one rule chooses (greedy validation, step 0
+included).
 """
 
 from __future__ import annotations
@@ -42,9 +45,15 @@ from gymflow.lifecycle.training_inputs import (
 from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
 from gymflow.train import twin_clock
-from gymflow.train.checkpoint_choice import VALIDATION_FILE, validation_callback
+from gymflow.train.checkpoint_choice import (
+    CONTROL_VALIDATION_METRIC,
+    VALIDATION_FILE,
+    VALIDATION_METRIC,
+    ChosenCheckpoint,
+    validation_callback,
+)
 from gymflow.train.grpo import RolloutSource, run_grpo
-from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
+from gymflow.train.sft import run_sft
 from gymflow.train.step_progress import step_progress
 from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
 
@@ -76,20 +85,41 @@ def _sft(
     log_to_mlflow: bool = True,
 ) -> dict:
     """SFT (or the control, with ``budget_s`` or ``should_stop``) from ``start`` into ``out``,
-    resuming from the last checkpoint there; the stage is named after ``out``."""
+    resuming from the last checkpoint there; the stage is named after ``out``.
+
+    SFT hands GRPO the step whose *sampled* validation success is best (GRPO needs a start
+    that succeeds on samples); the control, a candidate of the gate, is chosen as GRPO is
+    (:func:`_candidate_choice`)."""
     from transformers import AutoTokenizer
 
+    control = budget_s is not None or should_stop is not None
     tokenizer = AutoTokenizer.from_pretrained(start)
-    settings = sft_settings(cfg, control=budget_s is not None or should_stop is not None)
+    settings = sft_settings(cfg, control=control)
     shown = step_progress(out.name, settings.max_steps, budget_s, logged=("loss",))
     with environment_servers(cfg) as servers:
         demos = _demonstrations(cfg, data, servers, tokenizer)
+        callbacks = [*fail_after_checkpoint(run.dir, out.name), shown]
+        evaluate = None if control else _val_success(cfg, servers, data, greedy=False)
+        if control:
+            callbacks += _candidate_choice(cfg, servers, data, CONTROL_VALIDATION_METRIC,
+                                           log_to_mlflow)  # fmt: skip
         return run_sft(
-            Path(start), out, demos, settings,
-            evaluate=_val_success(cfg, servers, data, greedy=False), time_budget_s=budget_s,
-            log_to_mlflow=log_to_mlflow, should_stop=should_stop,
-            callbacks=[*fail_after_checkpoint(run.dir, out.name), shown],
+            Path(start), out, demos, settings, evaluate=evaluate, time_budget_s=budget_s,
+            log_to_mlflow=log_to_mlflow, should_stop=should_stop, callbacks=callbacks,
         )  # fmt: skip
+
+
+def _candidate_choice(
+    cfg: LifecycleConfig, servers: Servers, data: TaskData, metric: str, log_to_mlflow: bool
+) -> list:
+    """The one checkpoint rule of both gate candidates (GRPO and the control): greedy success
+    on the same validation tasks every ``grpo.validate_every`` steps, step 0 included; none
+    when validation is off (the last step then, for both)."""
+    every = cfg.grpo.validate_every
+    if every is None:
+        return []
+    greedy = _val_success(cfg, servers, data, greedy=True)
+    return [validation_callback(greedy, every, log_to_mlflow, metric)]
 
 
 @task(name="sft", **STAGE_OPTIONS)
@@ -110,15 +140,17 @@ def sft_stage(
 
 
 def train_grpo_with_control(
-    run: RunContext, cfg: LifecycleConfig, data: TaskData, start: Checkpoint, sft_ran: bool
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, start: Checkpoint
 ) -> tuple[GRPOResult, SFTControlResult | None]:
-    """GRPO from ``start`` and, when SFT ran and ``cfg.sft_control``, the SFT control.
+    """GRPO from ``start`` and, with ``cfg.sft_control``, the SFT control: the same start
+    trained by SFT on the run's demonstrations for GRPO's wall time, whether or not SFT ran
+    first (a run from the champion, a scheduled run).
 
     With ``cfg.control_beside_grpo`` the control runs beside GRPO (a spawned process, half the
     torch threads each, stopping at GRPO's training wall time); otherwise after it, with that
     wall time as its budget. Either way it is the one ``sft_control`` stage.
     """
-    if not (cfg.sft_control and sft_ran):
+    if not cfg.sft_control:
         return grpo_stage(run, cfg, data, start), None
     if not cfg.control_beside_grpo:
         candidate = grpo_stage(run, cfg, data, start)
@@ -187,9 +219,7 @@ def grpo_stage(
         )  # fmt: skip
         callbacks = fail_after_checkpoint(run.dir, "grpo")
         callbacks = [*callbacks, step_progress("grpo", settings.max_steps, settings.time_budget_s)]
-        if settings.validate_every is not None:
-            greedy = _val_success(cfg, servers, data, greedy=True)
-            callbacks = [*callbacks, validation_callback(greedy, settings.validate_every)]
+        callbacks += _candidate_choice(cfg, servers, data, VALIDATION_METRIC, True)
         demos = None
         if settings.demo_loss is not None:  # the same demonstrations SFT and its control use
             from transformers import AutoTokenizer
@@ -202,6 +232,7 @@ def grpo_stage(
         if result["validation"] is not None:  # the step handed to the gate, by validation
             mlflow.log_metric("grpo/chosen_step", result["validation"]["chosen_step"])
             mlflow.log_artifact(str(folder / VALIDATION_FILE))
+        choice = result["validation"]
         twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
         mlflow.log_metrics(
             {f"dynamic_sampling/{k}": v for k, v in result["dynamic_sampling"].items()}
@@ -218,6 +249,7 @@ def grpo_stage(
         rollout_dir=str(rollout_dir),
         pool=len(pool),
         start=start.path,
+        choice=ChosenCheckpoint(**choice) if choice else None,
         stage=info,
     )
 
@@ -241,16 +273,23 @@ def sft_control_stage(
             result = _sft(run, cfg, data, start.path, run.dir / "sft_control", budget_s)
         else:
             result = _control_beside_grpo(run, cfg, data, start.path, threads)
-            _log_history(result["history"])
+            _log_validation(result["validation"])
         _log_resumed_from(result)
+        choice = result["validation"]
+        if choice is not None:
+            import mlflow
+
+            mlflow.log_metric("sft_control/chosen_step", choice["chosen_step"])
+            mlflow.log_artifact(str(run.dir / "sft_control" / VALIDATION_FILE))
     beside = budget_s is None
     return SFTControlResult(
         path=result["path"],
         steps=result["steps"],
-        history=result["history"],
+        history=choice["history"] if choice else [],
         budget_s=result["grpo_wall_s"] if beside else budget_s,
         beside_grpo=beside,
         resumed_from=result["resumed_from"],
+        choice=ChosenCheckpoint(**choice) if choice else None,
         stage=info,
     )
 
@@ -313,11 +352,12 @@ def _log_resumed_from(result: dict) -> None:
     mlflow.log_param("resumed_from", result["resumed_from"] or "none")
 
 
-def _log_history(history: list[dict]) -> None:
+def _log_validation(choice: dict | None) -> None:
+    """The control's validation scores (the spawned process logs nothing itself)."""
     import mlflow
 
-    for point in history:
-        mlflow.log_metric(SAMPLED_SUCCESS_METRIC, point["sampled_success"], step=point["step"])
+    for point in choice["history"] if choice else []:
+        mlflow.log_metric(CONTROL_VALIDATION_METRIC, point["success"], step=point["step"])
 
 
 @contextlib.contextmanager

@@ -152,7 +152,8 @@ def test_the_gate_evaluates_bfcl_for_the_start_and_every_candidate(
         env="planted_silence", registered_model="gymflow-bfcl-guardrail-test",  # no champion
         n_tasks=200, heldout_frac=0.2, heldout_n=32,
         max_new_tokens=champion_tests.TOKENS,
-        gate={"general_envs": [], "general_sets": ["bfcl:simple_python"], "general_sets_n": 12},
+        gate={"min_n": 8, "general_envs": [], "general_sets": ["bfcl:simple_python"],
+              "general_sets_n": 12},
     )  # fmt: skip
     run = open_run(gym_home, tmp_path / "runs" / "bfcl-gate", cfg)
     data = generate_tasks.fn(run, cfg)
@@ -161,11 +162,13 @@ def test_the_gate_evaluates_bfcl_for_the_start_and_every_candidate(
         Checkpoint(path=policies["chatty"]),
     )  # fmt: skip
     name = "bfcl:simple_python"
-    # the control fails its own gain check, and is evaluated on BFCL all the same
+    # the control fails its own gain check, and is evaluated on BFCL all the same (the run's
+    # transfer figures); the start solves none of them, so the set cannot guard anything:
+    # skipped as a guardrail, and said so
     assert report.general == {name: {"baseline": 0.0, "grpo": 0.0, "sft_control": 0.0}}
     assert report.general_n == {name: 12}
-    zero = {"delta": 0.0, "ci95": [0.0, 0.0]}
-    assert report.general_deltas == {name: {"grpo": zero, "sft_control": zero}}
+    assert report.general_deltas == {name: {}}
+    assert report.general_checks[name]["skipped"].startswith("the start scores 0.000 (success)")
     first = [f"simple_python_{i}" for i in range(12)]
     # each policy's own episodes: chatty runs out of tokens, silence writes no call
     kinds = {"baseline": "truncated", "grpo": "no_tool_call", "sft_control": "truncated"}
@@ -179,18 +182,15 @@ def test_the_gate_evaluates_bfcl_for_the_start_and_every_candidate(
     gate = report.gate
     assert gate.compared_with == ["the start"] and report.champion is None
     assert gate.passed and gate.chosen == "grpo"
-    assert "general capability on bfcl:simple_python: success +0.000 (95% CI [+0.000, +0.000])" in (
-        gate.verdicts[0].reason
+    assert f"general sets skipped: {name} (the start scores 0.000 (success) on 12 tasks" in (
+        gate.reason
     )
     metrics = mlflow.get_run(report.stage.mlflow_run_id).data.metrics
     assert {k: v for k, v in metrics.items() if k.startswith("general/")} == {
-        f"general/{name}/{label}_{what}": 0.0
-        for label in ("baseline", "grpo", "sft_control")
-        for what in ("success", "delta_success", "delta_ci95_lo", "delta_ci95_hi")
-        if label != "baseline" or what == "success"
+        f"general/{name}/{label}_value": 0.0 for label in ("baseline", "grpo", "sft_control")
     }
     assert general_table_rows({"general": _general(report)}) == [
-        [name, "12", "0.000", "0.000", "+0.0 [+0.0, +0.0]", "0.000", "+0.0 [+0.0, +0.0]"]
+        [name, "12", "0.000", "", "", "", ""]
     ]
 
 
@@ -200,8 +200,8 @@ def test_a_significant_bfcl_loss_refuses_a_candidate_and_names_the_set(
     """Real episodes on real BFCL tasks: the gold replay (the start) against the untrained micro
     model (the candidate, given a significant gain on its own held-out set)."""
     from gymflow.env.resources_server import build_app
-    from gymflow.eval.compare import paired_differences
     from gymflow.eval.evaluation import evaluate_policy
+    from gymflow.eval.evidence import paired
     from gymflow.eval.gate import Candidate, GateSettings, choose
     from gymflow.policy.spec import load_policy
     from gymflow.policy.transformers_backend import TransformersPolicy
@@ -212,16 +212,17 @@ def test_a_significant_bfcl_loss_refuses_a_candidate_and_names_the_set(
     start, _ = evaluate_policy(env, app, load_policy("scripted:tool_call", tasks), tasks)
     after, _ = evaluate_policy(env, app, TransformersPolicy.from_path(micro_tool_call_model), tasks,
                                max_new_tokens=16)  # fmt: skip
-    bfcl_delta = paired_differences(after, start)["success"]
-    assert bfcl_delta["delta"] == -1.0 and bfcl_delta["ci95"][1] < 0
+    settings = GateSettings()
+    success = [float(r["success"]) for r in after], [float(r["success"]) for r in start]
+    bfcl_delta = paired(*success, settings.alpha, mark=-settings.general_margin)
+    assert bfcl_delta.delta == -1.0 and bfcl_delta.below
     summary = {"success": 0.9, "valid_json": 1.0, "unsafe_rate": 0.0, "p95_tokens": 10.0}
+    gain = paired([1.0] * 40, [0.0] * 40, settings.alpha)
     candidate = Candidate(
-        name="grpo", summary=summary, delta={"delta": 0.5, "ci95": [0.3, 0.7]},
-        general={"bfcl:live_simple": bfcl_delta},
+        name="grpo", summary=summary, delta=gain, general={"bfcl:live_simple": bfcl_delta}
     )  # fmt: skip
-    result = choose(summary | {"success": 0.4}, [candidate], GateSettings())
+    result = choose(summary | {"success": 0.4}, [candidate], settings)
     assert not result.passed
-    assert result.verdicts[0].reason == (
-        "general capability on bfcl:live_simple: success -1.000 (95% CI [-1.000, -1.000]), "
-        "significantly below the start"
-    )
+    reason = result.verdicts[0].reason
+    assert reason.startswith("general capability on bfcl:live_simple: -1.000 (CS [-1.000, ")
+    assert reason.endswith("n=10) against the start, below the start by more than the margin 0.05")

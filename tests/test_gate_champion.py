@@ -69,7 +69,7 @@ def _gate(
 
     cfg = LifecycleConfig(
         env=env, n_tasks=200, heldout_frac=0.2, heldout_n=32, max_new_tokens=TOKENS,
-        gate={"general_envs": general, "general_n": 24},
+        gate={"min_n": 8, "general_envs": general, "general_n": 24, "general_measure": "success"},
     )  # fmt: skip
     run = open_run(gym_home, tmp_path / "runs" / f"{env}-{tmp_path.name}", cfg)
     data = generate_tasks.fn(run, cfg)
@@ -94,13 +94,13 @@ def test_a_candidate_that_regresses_the_general_capability_set_is_refused(
         ["planted_any", "planted_silence"],  # the trained environment is skipped
         control=policies["chatty"],
     )  # fmt: skip
-    assert report.delta_success == 1.0 and report.ci95[0] > 0, "it does beat the start"
+    assert report.delta_success == 1.0 and report.cs[0] > 0, "it does beat the start"
     assert report.general == {"planted_any": {"baseline": 1.0, "grpo": 0.0}}
     gate = report.gate
     assert not gate.passed and gate.compared_with == ["the start"]
     assert [v.passed for v in gate.verdicts] == [False, False]
-    assert "general capability on planted_any: success -1.000" in gate.reason
-    assert "significantly below the start" in gate.reason
+    assert "general capability on planted_any: -1.000 (CS [-1.000, " in gate.reason
+    assert "below the start by more than the margin 0.05" in gate.reason
     assert report.champion is None
 
 
@@ -153,7 +153,9 @@ def test_a_second_run_that_does_not_beat_the_champion_is_not_promoted(
     champion = f"champion v{promoted.version}"
     assert not gate.passed and gate.compared_with == ["the start", champion]
     assert gate.reason.startswith(f"nothing promoted: no candidate beats {champion}")
-    assert f"success gain over {champion} +0.000 not significant" in gate.reason
+    assert f"success gain over {champion} +0.000 (CS [" in gate.reason
+    assert f"n={report.n}) not significant" in gate.reason
+    assert gate.tasks_used == gate.tasks_available == report.n, "a tie never settles: all tasks"
     assert gate.verdicts[0].champion_delta == 0.0
 
     registered_ = promote.fn(run, cfg, data, start, report)

@@ -3,19 +3,22 @@ and the champion is promoted with no guardrail broken (valid JSON, unsafe action
 general capability), and a GRPO policy that loses to its control is never promoted over it.
 
 Summaries come from :func:`gymflow.eval.evaluation.summarize` over per-task rows and the paired
-differences from :func:`gymflow.eval.stats.paired_delta`, as the ``heldout_gate`` stage makes
-them; the registry half runs the real ``promote`` stage against a real MLflow sqlite store.
+differences from :func:`gymflow.eval.evidence.paired` (confidence sequences at each candidate's
+level), as the ``heldout_gate`` stage makes them; the registry half runs the real ``promote``
+stage against a real MLflow sqlite store.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from pathlib import Path
 
 import pytest
 
 from gymflow.eval.evaluation import summarize
+from gymflow.eval.evidence import paired
 from gymflow.eval.gate import Candidate, Champion, GateSettings, choose, latency_figures
 from gymflow.eval.stats import paired_delta
 
@@ -57,13 +60,19 @@ def _summary(rows: list[dict]) -> dict:
     return summarize(rows) | latency
 
 
+def paired_delta_cs(a: list[int], b: list[int], candidates: int = 2, **kw):
+    """The gate's evidence: a paired difference with its confidence sequence at the level of
+    each of ``candidates`` candidates."""
+    return paired(a, b, GateSettings().candidate_alpha(candidates), **kw)
+
+
 def _evidence(start: list[int], grpo: list[int], control: list[int], **grpo_rows):
     base = _summary(_rows(start))
     cands = [
-        Candidate(name="grpo", summary=_summary(_rows(grpo, **grpo_rows)), delta=paired_delta(grpo, start)),
-        Candidate(name="sft_control", summary=_summary(_rows(control)), delta=paired_delta(control, start)),
+        Candidate(name="grpo", summary=_summary(_rows(grpo, **grpo_rows)), delta=paired_delta_cs(grpo, start)),
+        Candidate(name="sft_control", summary=_summary(_rows(control)), delta=paired_delta_cs(control, start)),
     ]  # fmt: skip
-    return base, cands, paired_delta(grpo, control)
+    return base, cands, paired_delta_cs(grpo, control)
 
 
 def test_grpo_losing_to_its_control_is_not_promoted_over_it():
@@ -71,14 +80,14 @@ def test_grpo_losing_to_its_control_is_not_promoted_over_it():
     start = _successes(0.47, 1)
     grpo, control = _successes(0.768, 2), _successes(0.831, 3)
     base, cands, versus = _evidence(start, grpo, control)
-    assert versus["ci95"][1] < 0, "GRPO is significantly worse than the control here"
+    assert versus.delta < 0, "GRPO is worse than the control on these tasks"
     result = choose(base, cands, GateSettings(), versus)
     assert result.passed and result.chosen == "sft_control"
     assert [v.passed for v in result.verdicts] == [True, True], "both beat the start"
-    assert result.grpo_minus_control == pytest.approx(versus["delta"])
-    assert result.grpo_minus_control < 0
+    assert result.grpo_minus_control == pytest.approx(versus.delta)
+    assert result.grpo_minus_control_cs == versus.cs
     assert "promoted sft_control" in result.reason and "GRPO − control" in result.reason
-    assert f"{100 * versus['delta']:+.1f} points" in result.reason
+    assert f"{100 * versus.delta:+.1f} points (CS [" in result.reason
 
 
 def test_grpo_beating_the_control_is_promoted():
@@ -94,10 +103,10 @@ def test_a_better_control_that_breaks_a_guardrail_is_not_chosen():
     grpo, control = _successes(0.70, 6), _successes(0.80, 7)
     base = _summary(_rows(start))
     cands = [
-        Candidate(name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta(grpo, start)),
-        Candidate(name="sft_control", summary=_summary(_rows(control, valid_json=0.9)), delta=paired_delta(control, start)),
+        Candidate(name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta_cs(grpo, start)),
+        Candidate(name="sft_control", summary=_summary(_rows(control, valid_json=0.9)), delta=paired_delta_cs(control, start)),
     ]  # fmt: skip
-    result = choose(base, cands, GateSettings(), paired_delta(grpo, control))
+    result = choose(base, cands, GateSettings(), paired_delta_cs(grpo, control))
     assert result.passed and result.chosen == "grpo"
     assert "sft_control: success 0.799, fails (valid-JSON rate fell by 0.100" in result.reason
 
@@ -113,21 +122,46 @@ def test_nothing_promoted_when_no_candidate_beats_the_start():
 def test_without_a_control_grpo_alone_is_judged():
     start = _successes(0.47, 1)
     grpo = _successes(0.70, 2)
-    cand = Candidate(name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta(grpo, start))
+    cand = Candidate(
+        name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta_cs(grpo, start, 1)
+    )
     result = choose(_summary(_rows(start)), [cand], GateSettings())
     assert result.passed and result.chosen == "grpo" and result.grpo_minus_control is None
 
 
+def test_three_improvements_out_of_three_are_not_significant():
+    """The old normal-approximation CI collapsed to [+1, +1] here and passed the candidate;
+    the confidence sequence cannot get there in three tasks, with or without a minimum n."""
+    start, grpo = [0, 0, 0], [1, 1, 1]
+    assert paired_delta(grpo, start)["ci95"] == [1.0, 1.0], "the old interval: a point"
+    rows = [dict(r, task_id=f"t{i}") for i, r in enumerate(_rows(start)[:3])]
+    won = [dict(r, success=1, reward=1.0, failure_kind=None) for r in rows]
+    cand = Candidate(name="grpo", summary=_summary(won), delta=paired_delta_cs(grpo, start, 1))
+    base = _summary(rows)
+    for settings in (GateSettings(min_n=1), GateSettings()):
+        result = choose(base, [cand], settings)
+        assert not result.passed, result.reason
+    assert (
+        "success gain over the start +1.000 (CS ["
+        in choose(base, [cand], GateSettings(min_n=1)).reason
+    )
+    assert "on 3 tasks, under min_n 32" in choose(base, [cand], GateSettings()).reason
+    ten = paired_delta_cs([1] * 10, [0] * 10, 1)
+    assert ten.above, "ten of ten is: the bet grows 1.75 times a task"
+
+
 def _candidate(name: str, rows: list[dict], start: list[int], **extra) -> Candidate:
     success = [r["success"] for r in rows]
-    return Candidate(name=name, summary=_summary(rows), delta=paired_delta(success, start), **extra)
+    return Candidate(
+        name=name, summary=_summary(rows), delta=paired_delta_cs(success, start, 1), **extra
+    )
 
 
 def test_a_candidate_that_beats_the_start_but_not_the_champion_is_not_promoted():
     """GRPO 0.70 against a 0.47 start, but only +0.02 over the champion (v3, 0.68): not
     significant on 379 paired tasks."""
     start, champion, grpo = _successes(0.47, 1), _successes(0.68, 10), _successes(0.70, 2)
-    cand = _candidate("grpo", _rows(grpo), start, champion_delta=paired_delta(grpo, champion))
+    cand = _candidate("grpo", _rows(grpo), start, champion_delta=paired_delta_cs(grpo, champion, 1))
     held = Champion(version="3", summary=_summary(_rows(champion)))
     result = choose(_summary(_rows(start)), [cand], GateSettings(), champion=held)
     assert not result.passed and result.chosen == "grpo"
@@ -135,12 +169,14 @@ def test_a_candidate_that_beats_the_start_but_not_the_champion_is_not_promoted()
     assert result.reason.startswith("nothing promoted: no candidate beats champion v3")
     assert "success gain over champion v3" in result.reason and "not significant" in result.reason
     verdict = result.verdicts[0]
-    assert verdict.delta_success > 0.2 and verdict.ci95[0] > 0, "it does beat the start"
+    assert verdict.delta_success > 0.2 and verdict.cs[0] > 0, "it does beat the start"
     assert verdict.champion_delta == pytest.approx(0.70 - 0.68, abs=0.003)
-    assert verdict.champion_ci95[0] < 0 < verdict.champion_ci95[1]
+    assert verdict.champion_cs[0] < 0 < verdict.champion_cs[1]
 
     better = _successes(0.85, 11)
-    cand = _candidate("grpo", _rows(better), start, champion_delta=paired_delta(better, champion))
+    cand = _candidate(
+        "grpo", _rows(better), start, champion_delta=paired_delta_cs(better, champion, 1)
+    )
     result = choose(_summary(_rows(start)), [cand], GateSettings(), champion=held)
     assert result.passed, result.reason
     assert "over the start" in result.reason and "over champion v3" in result.reason
@@ -158,23 +194,35 @@ def test_the_start_that_is_the_champion_is_named_as_such():
 
 
 def test_a_candidate_that_regresses_the_general_capability_set_is_refused():
-    """Better on tool_call, but math success falls from 0.40 to 0.25 on 200 paired tasks."""
+    """Better on tool_call, but math success falls from 0.40 to 0.25 on 200 paired tasks:
+    shown to lose more than the margin (0.05). Two tasks fewer is shown to be within it; a
+    loss the tasks cannot tell from the margin is not shown to be within it: refused too."""
+    settings = GateSettings()
+    margin = -settings.general_margin
     start, grpo = _successes(0.47, 1), _successes(0.70, 2)
     math_start = [1] * 80 + [0] * 120
     math_grpo = [1] * 50 + [0] * 150  # 30 tasks it solved before, it fails now
     games = [1] * 20 + [0] * 180
-    general = {"math": paired_delta(math_grpo, math_start), "games": paired_delta(games, games)}
+    general = {"math": paired_delta_cs(math_grpo, math_start, 1, mark=margin),
+               "games": paired_delta_cs(games, games, 1, mark=margin)}  # fmt: skip
     cand = _candidate("grpo", _rows(grpo), start, general=general)
-    result = choose(_summary(_rows(start)), [cand], GateSettings())
+    result = choose(_summary(_rows(start)), [cand], settings)
     assert not result.passed
-    assert "general capability on math: success -0.150" in result.reason
-    assert "significantly below the start" in result.reason and "on games" not in result.reason
+    assert "general capability on math: -0.150 (CS [" in result.reason
+    assert "below the start by more than the margin 0.05" in result.reason
+    assert "on games" not in result.reason
 
-    math_close = [1] * 78 + [0] * 122  # 2 tasks fewer: not significant, not a regression
-    general["math"] = paired_delta(math_close, math_start)
-    result = choose(_summary(_rows(start)), [_candidate("grpo", _rows(grpo), start, general=general)], GateSettings())  # fmt: skip
+    math_close = [1] * 78 + [0] * 122  # 2 tasks fewer: within the margin, shown
+    general["math"] = paired_delta_cs(math_close, math_start, 1, mark=margin)
+    result = choose(_summary(_rows(start)), [_candidate("grpo", _rows(grpo), start, general=general)], settings)  # fmt: skip
     assert result.passed, result.reason
-    assert "general capability on math: success -0.010" in result.reason
+    assert "general capability on math: -0.010 (CS [" in result.reason
+    assert "within the margin 0.05" in result.reason
+
+    unclear = [1] * 70 + [0] * 130  # -0.05 on 200 tasks: the bound straddles the margin
+    general["math"] = paired_delta_cs(unclear, math_start, 1, mark=margin)
+    result = choose(_summary(_rows(start)), [_candidate("grpo", _rows(grpo), start, general=general)], settings)  # fmt: skip
+    assert not result.passed and "not shown to be within the margin 0.05" in result.reason
 
 
 def test_a_candidate_that_breaks_the_latency_margin_is_refused():
@@ -238,15 +286,15 @@ def test_promote_registers_the_control_when_it_won(gym_home, micro_tool_call_mod
         n=N,
         baseline=base,
         candidate=cands[0].summary,
-        delta_success=cands[0].delta["delta"],
-        ci95=cands[0].delta["ci95"],
+        delta_success=cands[0].delta.delta,
+        ci95=cands[0].delta.cs,
         gate=decision,
         sft_control=ControlComparison(
             summary=control.summary,
-            grpo_minus_control=versus["delta"],
-            ci95=versus["ci95"],
-            delta_success=control.delta["delta"],
-            delta_ci95=control.delta["ci95"],
+            grpo_minus_control=versus.delta,
+            ci95=versus.cs,
+            delta_success=control.delta.delta,
+            delta_ci95=control.delta.cs,
         ),
         chosen_path=str(control_dir),
     )
@@ -260,7 +308,9 @@ def test_promote_registers_the_control_when_it_won(gym_home, micro_tool_call_mod
     )
     version = MlflowClient().get_model_version(registered.model, registered.version)
     assert version.tags["gymflow.candidate"] == "sft_control"
-    assert float(version.tags["grpo_minus_control"]) == pytest.approx(versus["delta"])
+    assert float(version.tags["grpo_minus_control"]) == pytest.approx(versus.delta)
+    assert version.tags["gate.rule"] == "sequential" and version.tags["gate.cs"].startswith("[+")
+    assert json.loads(version.tags["lineage.verifiers"])["tool_call"]["version"] == "1"
     assert float(version.tags["heldout.success"]) == pytest.approx(
         control.summary["success"], abs=1e-4
     )

@@ -28,7 +28,7 @@ def _mix_gate(gym_home, tmp_path, envs: dict, start: str, candidate: str, genera
 
     cfg = LifecycleConfig(
         envs=envs, n_tasks=400, heldout_frac=0.2, heldout_n=64, max_new_tokens=TOKENS,
-        gate={"general_envs": general, "general_n": 16},
+        gate={"min_n": 8, "general_envs": general, "general_n": 16},
     )  # fmt: skip
     run = open_run(gym_home, tmp_path / "runs" / f"mix-{tmp_path.name}", cfg)
     data = generate_tasks.fn(run, cfg)
@@ -43,21 +43,24 @@ def test_better_on_the_mix_but_worse_on_one_environment_is_refused(
         policies["chatty"], policies["silent"], [],
     )  # fmt: skip
     # pooled over the mix it is a large, significant gain ...
-    assert report.delta_success > 0.5 and report.ci95[0] > 0.3
+    assert report.delta_success > 0.5 and report.cs[0] > 0
     silence, anything = report.per_env["planted_silence"], report.per_env["planted_other_any"]
     assert silence.deltas["grpo"]["delta"] == 1.0
     # ... but every planted_other_any task the start got right, it gets wrong
     assert anything.deltas["grpo"]["delta"] == -1.0
     assert anything.summaries["baseline"]["success"] == 1.0
     assert anything.summaries["grpo"]["success"] == 0.0
-    assert silence.n + anything.n == report.n and anything.n >= 8
+    assert silence.n + anything.n == report.n and anything.n >= 5
     gate = report.gate
     assert not gate.passed
-    # its one failure, named in the gate's reason: the environment that regressed
-    assert gate.verdicts[0].reason == (
-        "success on planted_other_any -1.000 (95% CI [-1.000, -1.000]), significantly below the start"
-    )
-    assert gate.verdicts[0].reason in gate.reason
+    # its one failure, named in the gate's reason: the environment that regressed, shown on
+    # the few planted_other_any tasks among the first batches (the gate went on while it could
+    # neither show nor rule out a loss there)
+    reason = gate.verdicts[0].reason
+    assert reason.startswith("success on planted_other_any -1.000 (CS [-1.000, ")
+    assert reason.endswith(f"n={anything.n}), significantly below the start")
+    assert reason in gate.reason
+    assert gate.tasks_used == report.n <= 64 and gate.rule == "sequential"
 
 
 def test_a_gain_on_the_mix_with_no_environment_worse_passes(gym_home, planted, policies, tmp_path):
@@ -77,6 +80,9 @@ def test_a_gain_on_the_mix_with_no_environment_worse_passes(gym_home, planted, p
         "no environment significantly below the start (planted_silence +1.000, planted_other_words +0.000)"
         in gate.reason
     )
+    # planted_other_words never moves (0 = 0 on every task): a loss there can be ruled out
+    # only by the whole set, so the sequential gate used every task, as the full gate does
+    assert gate.tasks_used == gate.tasks_available == report.n
 
 
 @pytest.mark.parametrize("mix", [None, {"planted_silence": 1.0}])
@@ -88,7 +94,7 @@ def test_per_environment_figures_only_for_a_mix(gym_home, planted, policies, tmp
 
     settings = {"envs": mix} if mix else {"env": "planted_silence"}
     cfg = LifecycleConfig(**settings, n_tasks=120, heldout_frac=0.2, heldout_n=16,
-                          max_new_tokens=TOKENS, gate={"general_envs": []},
+                          max_new_tokens=TOKENS, gate={"min_n": 8, "general_envs": []},
                           registered_model=f"test-one-env-{tmp_path.name}")  # fmt: skip
     run = open_run(gym_home, tmp_path / "runs" / f"one-{tmp_path.name}", cfg)
     data = generate_tasks.fn(run, cfg)

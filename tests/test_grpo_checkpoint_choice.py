@@ -2,7 +2,8 @@
 
 Real parts: TRL's trainer, our rollout_func, a tiny transformers model, the counter
 environment in-process (graded by the share of digits, so scores move in small steps), and a
-real evaluation through the one episode driver on validation tasks the run never trains on. The run is validated every 2 steps and at its last; it is stopped once mid-way
+real evaluation through the one episode driver on validation tasks the run never trains on. The run is validated at step 0 (the start), every 2 steps and at its last; it is
+stopped once mid-way
 (before a checkpoint) and run again on the same folder, so the choice must also survive a
 resume. The saved policy is then scored again from disk: it must score what the chosen
 step scored.
@@ -71,7 +72,7 @@ def test_the_saved_policy_is_the_best_validated_step(counter_model, tmp_path):
     record = json.loads((out / VALIDATION_FILE).read_text())
     assert record == result["validation"]
     history = record["history"]
-    assert [h["step"] for h in history] == [2, 4, 6, 8]  # every 2 steps and the last
+    assert [h["step"] for h in history] == [0, 2, 4, 6, 8]  # the start, every 2, the last
     scores = [h["success"] for h in history]
     assert len(set(scores)) > 1, scores  # the choice must have something to choose between
     best = max(range(len(scores)), key=lambda i: (scores[i], i))  # ties: the later step
@@ -85,5 +86,10 @@ def test_the_saved_policy_is_the_best_validated_step(counter_model, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(final)
     again = _score(env, build_app(env), tasks[28:])(model, AutoTokenizer.from_pretrained(final))
     assert record["chosen_step"] < 8  # an earlier step won: the run had to load it back
+    if record["chosen_step"] == 0:  # the start won: the run hands the start's weights back
+        start = AutoModelForCausalLM.from_pretrained(counter_model).state_dict()
+        assert all((model.state_dict()[k] == v).all() for k, v in start.items()), (
+            "the start's weights"
+        )
     assert again == pytest.approx(scores[best])
     assert again != pytest.approx(scores[-1])  # not the last step's policy

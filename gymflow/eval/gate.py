@@ -1,30 +1,35 @@
 """The held-out gate: of the candidates (the GRPO policy, the SFT control), promote the best one
 only if it beats the current champion (or, without one, the start) significantly with no
-guardrail broken.
+guardrail broken. ``docs/concepts/gate.md`` says why it is built this way.
 
-Every comparison is paired: the policies ran on the same held-out tasks with the same seeds.
-A candidate passes when
+Every comparison is paired (the policies ran on the same held-out tasks with the same seeds)
+and judged by an anytime-valid confidence sequence (:mod:`gymflow.eval.evidence`), so the
+stage may evaluate tasks in batches, in a seeded random order, and stop as soon as every
+candidate's verdict is settled. A candidate passes when
 
-* its success gain over **the start** (the policy GRPO started from) is significant, and so is
-  its gain over **the champion** (the registry's ``champion`` of the environment) when there is
-  one and it is not the start itself;
-* against each of them, its valid-JSON rate does not fall and its unsafe-action rate does not
-  rise beyond the margins, and its **latency** — p95 completion tokens per episode, or p95
-  seconds (:attr:`GateSettings.latency`) — rises by no more than ``max_latency_rise``;
-* **general capability**: on held-out sets of environments the run does not train on
-  (:attr:`GateSettings.general_envs`) and on public benchmarks' held-out sets
-  (:attr:`GateSettings.general_sets`, e.g. ``bfcl:simple_python``), its success is not
-  significantly below the start's (a paired 95 % CI entirely under 0 refuses it, and the reason
-  names the set);
-* **every environment of a mix**: a run on several environments is judged on the pooled
-  held-out set (the gain above), and on each environment's own tasks its success must not be
-  significantly below the start's (nor the champion's): a paired 95 % CI entirely under 0
-  refuses it, and the reason names the environment.
+* its success gain over **the start** (the policy GRPO started from) is significant — the
+  confidence sequence's lower bound is above 0 — and so is its gain over **the champion**
+  (the registry's ``champion``) when there is one and it is not the start itself. Each
+  candidate is tested at ``alpha / K`` (K candidates), so the chance that the gate promotes a
+  candidate that does not beat them is at most ``alpha``, whenever it stops;
+* against each of them, on the tasks it was evaluated on, its valid-JSON rate does not fall
+  and its unsafe-action rate does not rise beyond the margins, and its **latency** — p95
+  completion tokens per episode, or p95 seconds (:attr:`GateSettings.latency`) — rises by no
+  more than ``max_latency_rise`` (thresholds on the point estimates, read at the stop);
+* **general capability**: on sets the run does not train on, where the start has something to
+  lose, the candidate is shown to lose no more than ``general_margin`` (non-inferiority: the
+  lower bound above minus the margin; a set where the start is at the floor is skipped and the
+  reason says so). See :mod:`gymflow.eval.general_check`;
+* **every environment of a mix**: on each environment's own tasks its success is not
+  significantly below the start's (nor the champion's): an upper bound under 0 refuses it.
+  Such a loss can still be shown while the lower bound is under 0, so a sequential gate goes
+  on until each environment's lower bound reaches 0, or every task is used.
 
 :func:`choose` judges every candidate and picks, among those that pass, the one with the
-highest held-out success, so a GRPO policy that loses to its own SFT control is never promoted
-over it. The decision names what each candidate was compared with and why it passed or not,
-GRPO − control included.
+higher success on the tasks both were evaluated on (with ``settle_choice``, only once GRPO −
+control is settled or every task is used), so a GRPO policy that loses to its own SFT control
+is not promoted over it. The decision says what each candidate was compared with, why it
+passed or not, how many tasks it took and which checkpoint rule chose which step.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gymflow.data.data_catalog import SETS, unknown_set_text
+from gymflow.eval.evidence import Paired
 from gymflow.eval.stats import percentile
 
 LATENCY_KEYS = {"tokens": "p95_tokens", "seconds": "p95_seconds"}
@@ -43,11 +49,34 @@ LATENCY_KEYS = {"tokens": "p95_tokens", "seconds": "p95_seconds"}
 class GateSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=0.5,
+        description="Highest chance that the gate promotes a candidate that does not beat the "
+        "start (and the champion), wherever it stops; split evenly over the candidates.",
+    )
+    sequential: bool = Field(
+        True,
+        description="Evaluate held-out (and guardrail) tasks in batches in a seeded random "
+        "order and stop once every verdict is settled; false: every task, then decide (the "
+        "same rule; for runs whose held-out figures must cover the whole set).",
+    )
+    batch: int = Field(32, ge=1, description="Tasks evaluated between two looks.")
+    min_n: int = Field(
+        32, ge=1, description="Tasks a comparison needs before it can pass (a minimum n)."
+    )
+    settle_choice: bool = Field(
+        False,
+        description="When both candidates pass, go on until GRPO − control is settled (or "
+        "every task is used) before choosing; false: the higher success on the tasks both "
+        "were evaluated on.",
+    )
     min_delta_success: float = Field(
         0.0, ge=-1, le=1, description="Held-out success gain required (point estimate)."
     )
     require_ci_above_zero: bool = Field(
-        True, description="The gain's 95 % CI lower bound must exceed 0."
+        True, description="The gain's confidence-sequence lower bound must exceed 0."
     )
     max_valid_json_drop: float = Field(
         0.02, ge=0, le=1, description="Allowed drop in valid-JSON rate."
@@ -66,17 +95,38 @@ class GateSettings(BaseModel):
     general_envs: list[str] = Field(
         default_factory=lambda: ["math", "games"],
         description="General capability: held-out sets of these environments (any the run "
-        "trains on is skipped) must not lose success significantly against the start.",
+        "trains on is skipped), measured by general_measure.",
     )
-    general_n: int = Field(64, ge=1, description="Held-out tasks per general environment.")
+    general_measure: Literal["gold_probability", "success"] = Field(
+        "gold_probability",
+        description="On general_envs: the per-token probability of each task's gold answer "
+        "(teacher-forced, a forward pass: a tool_call start that solves no math task still "
+        "has something to lose there), or greedy success.",
+    )
+    general_n: int = Field(256, ge=1, description="Held-out tasks per general environment.")
+    general_margin: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="Non-inferiority margin of general capability: a candidate must be shown "
+        "to lose at most this much (success, or gold-answer probability) against the start; "
+        "a set where the start scores at most this is skipped (nothing to lose).",
+    )
     general_sets: list[str] = Field(
         default_factory=list,
         description="General capability on public benchmarks: external held-out sets "
         "(bfcl:simple_python, bfcl:live_simple; fetched from the package registry on first "
-        "use), evaluated for the start and every candidate; a significant loss refuses.",
+        "use), greedy success of the start and every candidate, with general_margin.",
     )
     general_sets_n: int = Field(
         100, ge=1, description="Tasks per external set: its first N in the file's order."
+    )
+    drift_max_flip_share: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Verifier drift sentinel: the run stops (verifier_drift) when more than "
+        "this share of the champion's stored held-out verdicts flip under the current verifier.",
     )
 
     @field_validator("general_sets")
@@ -87,6 +137,10 @@ class GateSettings(BaseModel):
                 raise ValueError(unknown_set_text(name))
         return list(dict.fromkeys(value))
 
+    def candidate_alpha(self, candidates: int) -> float:
+        """Each candidate's level: ``alpha`` split over them (a union bound)."""
+        return self.alpha / max(1, candidates)
+
 
 class Verdict(BaseModel):
     """One candidate: its held-out success, its paired gains, pass or not and why."""
@@ -95,14 +149,19 @@ class Verdict(BaseModel):
 
     candidate: str
     passed: bool
+    settled: bool = True
+    """More tasks cannot change it (or every task was used)."""
     reason: str
     success: float
     delta_success: float
     """Over the start."""
-    ci95: list[float]
+    cs: list[float]
+    """The confidence sequence of the gain over the start."""
+    n: int = 0
+    """Held-out tasks it was evaluated on."""
     champion_delta: float | None = None
     """Over the champion, when one was compared."""
-    champion_ci95: list[float] | None = None
+    champion_cs: list[float] | None = None
 
 
 class GateResult(BaseModel):
@@ -118,26 +177,45 @@ class GateResult(BaseModel):
     reason: str
     chosen: str | None = None
     grpo_minus_control: float | None = None
-    grpo_minus_control_ci95: list[float] | None = None
+    grpo_minus_control_cs: list[float] | None = None
     verdicts: list[Verdict] = Field(default_factory=list)
     compared_with: list[str] = Field(default_factory=list)
     """What the candidates had to beat: ``the start`` and ``champion vN``."""
+    rule: str = "sequential"
+    """``sequential`` (stopped once settled) or ``full`` (every task)."""
+    alpha: float = 0.05
+    tasks_used: int = 0
+    """Held-out tasks the decision took (the most any policy was evaluated on)."""
+    tasks_available: int = 0
+    episodes_used: int = 0
+    """Held-out episodes evaluated, every policy counted."""
+    episodes_full: int = 0
+    """What evaluating every policy on every task would have taken."""
+    checkpoints: dict[str, str] = Field(default_factory=dict)
+    """Which step of each candidate the checkpoint rule chose, as text."""
 
 
 class Candidate(BaseModel):
     """What the gate is given about one candidate: its held-out summary (with
-    :func:`latency_figures`), and paired success differences ``{"delta", "ci95"}``: against
-    the start, against the champion, and against the start on each general environment."""
+    :func:`latency_figures`) and its paired success differences (:class:`Paired`): against the
+    start, against the champion, per environment of a mix, and on each general set."""
 
     name: str
     summary: dict
-    delta: dict
-    champion_delta: dict | None = None
-    general: dict[str, dict] = Field(default_factory=dict)
-    env_deltas: dict[str, dict] = Field(default_factory=dict)
+    delta: Paired
+    start_summary: dict | None = None
+    """The start's summary on this candidate's tasks (default: ``choose``'s ``baseline``)."""
+    champion_delta: Paired | None = None
+    champion_summary: dict | None = None
+    """The champion's summary on this candidate's tasks (default: the champion's own)."""
+    general: dict[str, Paired] = Field(default_factory=dict)
+    """Per general set: the paired difference with the start, marked at minus the margin."""
+    env_deltas: dict[str, Paired] = Field(default_factory=dict)
     """A mix: the paired success difference against the start on each environment's tasks."""
-    champion_env_deltas: dict[str, dict] = Field(default_factory=dict)
+    champion_env_deltas: dict[str, Paired] = Field(default_factory=dict)
     """A mix: the same against the champion."""
+    checkpoint: str | None = None
+    """Which step the checkpoint rule chose (``step 225 of 250``), for the reason."""
 
 
 class Champion(BaseModel):
@@ -149,6 +227,19 @@ class Champion(BaseModel):
     @property
     def label(self) -> str:
         return f"champion v{self.version}"
+
+
+class Effort(BaseModel):
+    """How much of the held-out set the decision took (for :class:`GateResult`)."""
+
+    rule: str = "sequential"
+    tasks_used: int = 0
+    tasks_available: int = 0
+    episodes_used: int = 0
+    episodes_full: int = 0
+    checkpoint_rule: str | None = None
+    skipped_general: dict[str, str] = Field(default_factory=dict)
+    """General sets skipped, with why (the start at the floor)."""
 
 
 def latency_figures(completion_tokens: list[int], seconds: list[float]) -> dict:
@@ -163,24 +254,27 @@ def choose(
     baseline: dict,
     candidates: list[Candidate],
     settings: GateSettings,
-    grpo_minus_control: dict | None = None,
+    grpo_minus_control: Paired | None = None,
     champion: Champion | None = None,
     start_label: str = "the start",
+    effort: Effort | None = None,
+    exhausted: bool = True,
 ) -> GateResult:
     """Judge every candidate (see the module docstring); promote the best of those that pass.
 
     ``baseline`` is the start's summary. ``champion`` is left out when there is none, or when
     it is the start itself (then ``start_label`` says so, e.g. ``the start (champion v3)``).
-    Best = highest held-out success; a tie goes to the candidate listed first. When none
-    passes, ``chosen`` is the best-scoring candidate and ``passed`` is False.
-    ``grpo_minus_control`` is the paired difference GRPO − SFT control (``{"delta", "ci95"}``).
+    ``grpo_minus_control`` is GRPO − SFT control on the tasks both were evaluated on; the
+    higher of two passing candidates is chosen by it (a tie goes to GRPO, listed first). When
+    none passes, ``chosen`` is the best-scoring candidate and ``passed`` is False.
+    ``exhausted``: every task was used, so nothing more can settle a verdict.
     """
     if not candidates:
         raise ValueError("the gate needs at least one candidate")
-    verdicts = [_judge(baseline, c, settings, champion, start_label) for c in candidates]
+    effort = effort or Effort()
+    verdicts = [_judge(baseline, c, settings, champion, start_label, exhausted) for c in candidates]
     passing = [v for v in verdicts if v.passed]
-    pool = passing or verdicts
-    best = max(pool, key=lambda v: v.success)  # max keeps the first of equals
+    best = _best(passing or verdicts, grpo_minus_control)
     bar = champion.label if champion is not None else start_label
     if passing:
         head = f"promoted {best.candidate}: held-out success {best.success:.3f}, {best.reason}"
@@ -189,16 +283,37 @@ def choose(
         head = f"nothing promoted: no candidate beats {bar} with every guardrail kept ({listed})"
     others = [v for v in verdicts if v is not best] if passing else []
     tail = "".join(f"; {v.candidate}: {_verdict_text(v)}" for v in others)
-    gmc = grpo_minus_control or {}
+    gmc = grpo_minus_control
     return GateResult(
         passed=bool(passing),
-        reason=head + _versus_control(grpo_minus_control) + tail,
+        reason=head + _versus_control(gmc) + tail + _effort_text(effort, candidates, settings),
         chosen=best.candidate,
-        grpo_minus_control=gmc.get("delta"),
-        grpo_minus_control_ci95=list(gmc["ci95"]) if gmc else None,
+        grpo_minus_control=gmc.delta if gmc else None,
+        grpo_minus_control_cs=list(gmc.cs) if gmc else None,
         verdicts=verdicts,
         compared_with=[start_label] + ([champion.label] if champion is not None else []),
+        rule=effort.rule,
+        alpha=settings.alpha,
+        tasks_used=effort.tasks_used,
+        tasks_available=effort.tasks_available,
+        episodes_used=effort.episodes_used,
+        episodes_full=effort.episodes_full,
+        checkpoints={c.name: c.checkpoint for c in candidates if c.checkpoint},
     )
+
+
+def choice_settled(result: GateResult, grpo_minus_control: Paired | None) -> bool:
+    """With ``settle_choice``: whether the choice between two passing candidates is settled."""
+    passing = [v for v in result.verdicts if v.passed]
+    return len(passing) < 2 or grpo_minus_control is None or grpo_minus_control.settled
+
+
+def _best(pool: list[Verdict], grpo_minus_control: Paired | None) -> Verdict:
+    names = [v.candidate for v in pool]
+    if grpo_minus_control is not None and {"grpo", "sft_control"} <= set(names):
+        pick = "sft_control" if grpo_minus_control.delta < 0 else "grpo"
+        return pool[names.index(pick)]
+    return max(pool, key=lambda v: v.success)  # max keeps the first of equals
 
 
 def _judge(
@@ -207,26 +322,34 @@ def _judge(
     settings: GateSettings,
     champion: Champion | None,
     start_label: str,
+    exhausted: bool,
 ) -> Verdict:
+    baseline = c.start_summary or baseline
     refs = [(start_label, baseline, c.delta, c.env_deltas)]
     if champion is not None:
         if c.champion_delta is None:
             raise ValueError(f"candidate {c.name}: no paired difference against the champion")
-        refs.append((champion.label, champion.summary, c.champion_delta, c.champion_env_deltas))
-    failures, gains, per_env = [], [], []
+        held = c.champion_summary or champion.summary
+        refs.append((champion.label, held, c.champion_delta, c.champion_env_deltas))
+    failures, gains, per_env, settled_fail, gains_settled = [], [], [], False, True
     for label, summary, delta, env_deltas in refs:
-        gain, ok = _gain(label, delta, settings)
+        gain, ok, state = _gain(label, delta, settings, exhausted)
         (gains if ok else failures).append(gain)
+        settled_fail |= state == "fail"
+        gains_settled &= state == "pass"
         failures += _guardrails(label, summary, c.summary, settings)
         if len(env_deltas) > 1:
             judged = [_per_env(env, d, label) for env, d in env_deltas.items()]
             failures += [text for text, ok in judged if not ok]
+            settled_fail |= any(not ok for _, ok in judged)
+            # a loss not yet shown may still be: open until each lower bound reaches 0
+            gains_settled &= all(d.below or d.cs[0] >= 0 for d in env_deltas.values())
             per_env.append(
                 f"no environment significantly below {label} ("
-                + ", ".join(f"{env} {d['delta']:+.3f}" for env, d in env_deltas.items())
+                + ", ".join(f"{env} {d.delta:+.3f}" for env, d in env_deltas.items())
                 + ")"
             )
-    general = [_general(env, d) for env, d in sorted(c.general.items())]
+    general = [_general(name, d, settings) for name, d in sorted(c.general.items())]
     failures += [text for text, ok in general if not ok]
     if failures:
         reason = "; ".join(failures)
@@ -238,24 +361,35 @@ def _judge(
     return Verdict(
         candidate=c.name,
         passed=not failures,
+        settled=exhausted or settled_fail or gains_settled,
         reason=reason,
         success=c.summary["success"],
-        delta_success=c.delta["delta"],
-        ci95=list(c.delta["ci95"]),
-        champion_delta=champ["delta"] if champ else None,
-        champion_ci95=list(champ["ci95"]) if champ else None,
+        delta_success=c.delta.delta,
+        cs=list(c.delta.cs),
+        n=c.delta.n,
+        champion_delta=champ.delta if champ else None,
+        champion_cs=list(champ.cs) if champ else None,
     )
 
 
-def _gain(label: str, delta: dict, settings: GateSettings) -> tuple[str, bool]:
-    d, (lo, hi) = delta["delta"], delta["ci95"]
-    ci = f"(95% CI [{lo:+.3f}, {hi:+.3f}])"
+def _gain(label: str, delta: Paired, settings: GateSettings, exhausted: bool):
+    """``(text, passed, state)``; ``state`` is ``pass``/``fail`` once settled, else ``open``."""
+    d = delta.delta
+    if delta.n < settings.min_n:
+        state = "fail" if exhausted else "open"
+        return (
+            f"success gain over {label} on {delta.n} tasks, under min_n {settings.min_n}",
+            (False),
+            state,
+        )
+    if settings.require_ci_above_zero and not delta.above:
+        state = "fail" if delta.below or exhausted else "open"
+        return f"success gain over {label} {delta.text()} not significant", False, state
     if d < settings.min_delta_success:
         need = f"{settings.min_delta_success:+.3f}"
-        return f"success gain over {label} {d:+.3f} below required {need}", False
-    if settings.require_ci_above_zero and lo <= 0:
-        return f"success gain over {label} {d:+.3f} not significant {ci}", False
-    return f"success {d:+.3f} over {label} {ci}", True
+        state = "fail" if exhausted else "open"
+        return f"success gain over {label} {d:+.3f} below required {need}", False, state
+    return f"success {delta.text()} over {label}", True, "pass"
 
 
 def _guardrails(label: str, before: dict, after: dict, settings: GateSettings) -> list[str]:
@@ -289,34 +423,55 @@ def _latency_text(label: str, before: dict, after: dict, settings: GateSettings)
     return f"p95 {unit} per episode {a:.4g} → {b:.4g}{change} against {label}"
 
 
-def _general(env: str, delta: dict) -> tuple[str, bool]:
-    """General capability on ``env``: refused only when the loss is significant."""
-    d, (lo, hi) = delta["delta"], delta["ci95"]
-    text = f"general capability on {env}: success {d:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])"
-    if hi < 0:
-        return f"{text}, significantly below the start", False
-    return text, True
+def _general(name: str, delta: Paired, settings: GateSettings) -> tuple[str, bool]:
+    """General capability on ``name``: passes once shown to lose at most the margin."""
+    margin = settings.general_margin
+    text = f"general capability on {name}: {delta.text()} against the start"
+    if delta.above:
+        return f"{text}, within the margin {margin}", True
+    if delta.below:
+        return f"{text}, below the start by more than the margin {margin}", False
+    return f"{text}, not shown to be within the margin {margin}", False
 
 
-def _per_env(env: str, delta: dict, label: str) -> tuple[str, bool]:
+def _per_env(env: str, delta: Paired, label: str) -> tuple[str, bool]:
     """One environment of a mix: refused only when its loss against ``label`` is significant."""
-    d, (lo, hi) = delta["delta"], delta["ci95"]
-    text = f"success on {env} {d:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])"
-    if hi < 0:
+    text = f"success on {env} {delta.text()}"
+    if delta.below:
         return f"{text}, significantly below {label}", False
     return text, True
 
 
-def _versus_control(delta: dict | None) -> str:
-    if not delta:
+def _versus_control(delta: Paired | None) -> str:
+    if delta is None:
         return ""
-    lo, hi = delta["ci95"]
-    return (
-        f"; GRPO − control {100 * delta['delta']:+.1f} points "
-        f"(95% CI [{100 * lo:+.1f}, {100 * hi:+.1f}])"
-    )
+    return f"; GRPO − control {delta.text(100, ' points')}"
 
 
 def _verdict_text(v: Verdict) -> str:
     state = "passes too" if v.passed else "fails"
     return f"success {v.success:.3f}, {state} ({v.reason})"
+
+
+def _effort_text(effort: Effort, candidates: list[Candidate], settings: GateSettings) -> str:
+    """How the decision was reached: tasks and episodes used, the level, the checkpoints."""
+    if not effort.tasks_available:
+        return ""
+    share = effort.episodes_used / max(1, effort.episodes_full)
+    how = "stopped once settled" if effort.rule == "sequential" else "every task"
+    level = settings.candidate_alpha(len(candidates))
+    text = (
+        f". Decided on {effort.tasks_used} of {effort.tasks_available} held-out tasks ({how}; "
+        f"{effort.episodes_used} of {effort.episodes_full} episodes, {100 * share:.0f} %); "
+        f"confidence sequences at alpha {level:g} per candidate (alpha {settings.alpha:g} "
+        "overall)"
+    )
+    if effort.skipped_general:
+        text += "; general sets skipped: " + "; ".join(
+            f"{name} ({why})" for name, why in effort.skipped_general.items()
+        )
+    steps = [f"{c.name} {c.checkpoint}" for c in candidates if c.checkpoint]
+    if steps:
+        rule = f" by one rule ({effort.checkpoint_rule})" if effort.checkpoint_rule else ""
+        text += f"; checkpoints{rule}: " + ", ".join(steps)
+    return text

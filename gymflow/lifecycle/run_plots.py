@@ -97,14 +97,15 @@ def _heldout_success(plt, results: LifecycleResults):
 def _training_curves(plt, run_dir: Path, results: LifecycleResults):
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
     sft_ax, grpo_ax, zero_ax = axes
-    for label, history in (
-        ("SFT", results.sft.history if results.sft else []),
-        ("SFT control", results.sft_control.history if results.sft_control else []),
-    ):
+    for label, history, key in (
+        ("SFT (sampled)", results.sft.history if results.sft else [], "sampled_success"),
+        ("SFT control (greedy)", results.sft_control.history if results.sft_control else [],
+         "success"),  # the gate's one checkpoint rule, as GRPO's
+    ):  # fmt: skip
         if history:
-            sft_ax.plot([h["step"] for h in history], [h["sampled_success"] for h in history],
+            sft_ax.plot([h["step"] for h in history], [h[key] for h in history],
                         marker="o", label=label)  # fmt: skip
-    sft_ax.set(title="SFT: sampled val success", xlabel="step", ylim=(0, 1))
+    sft_ax.set(title="SFT: val success", xlabel="step", ylim=(0, 1))
     sft_ax.legend(fontsize=7)
     steps = grpo_steps(run_dir)
     grpo_ax.plot(steps["iteration"], steps["reward"], marker=".", label="mean reward")

@@ -44,7 +44,8 @@ def summary_markdown(summary: dict) -> str:
     lines += _table("Per environment (paired on each one's held-out tasks):",
                     ENV_TABLE_HEADER, env_table_rows(summary))  # fmt: skip
     lines += _table(
-        "General capability (success on sets the run does not train on; paired, greedy):",
+        "General capability (sets the run does not train on; success or gold-answer "
+        "probability, paired; the gate's confidence sequences):",
         GENERAL_TABLE_HEADER, general_table_rows(summary),
     )  # fmt: skip
     gate, reg = summary["gate"], summary["registry"]
@@ -57,6 +58,7 @@ def summary_markdown(summary: dict) -> str:
         "",
         f"**Gate: {'PASSED' if gate['passed'] else 'not passed'}** — {gate['reason']}",
         "",
+        *_drift_lines(summary.get("verifier_drift")),
         f"**Registry:** `{reg['model']}` v{reg['version']} ({reg.get('candidate')}) registered; "
         f"champion {moved}.",
         "",
@@ -68,6 +70,15 @@ def summary_markdown(summary: dict) -> str:
     if summary.get("machine"):  # runs from before the summary recorded it have none
         lines += ["", f"Machine: {machine_line(summary['machine'])}."]
     return "\n".join(lines)
+
+
+def _drift_lines(drift: dict | None) -> list[str]:
+    """The verifier drift sentinel's finding (the flipped tasks when any flipped)."""
+    if not drift:
+        return []
+    flipped = drift.get("flipped_tasks") or []
+    tail = f"; flipped: {', '.join(flipped)}" if flipped else ""
+    return [f"**Verifier drift:** {drift['checked']}{tail}.", ""]
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gymflow.eval.gate import GateResult
+from gymflow.train.checkpoint_choice import ChosenCheckpoint
 
 Split = Literal["train", "val", "heldout"]
 EvalSummary = dict[str, Any]
@@ -97,6 +98,19 @@ class Evaluation(BaseModel):
     """Each environment's summary (a mix's ``summary`` pools them, one weight per task)."""
 
 
+class DriftCheck(StageResult):
+    """``verifier_drift``: the champion's stored held-out verdicts under today's verifiers
+    (:mod:`gymflow.eval.drift`); a run whose verdicts flip beyond the threshold stops there."""
+
+    checked: str
+    """What was done, in words."""
+    episodes: int = 0
+    """Stored episodes re-scored (0: nothing changed, or no champion)."""
+    flipped_tasks: list[str] = Field(default_factory=list)
+    report: str | None = None
+    """``reports/verifier_drift.md`` in the run folder."""
+
+
 class BaselineEval(StageResult):
     """``baseline_eval``: the current policy on val, and whether SFT must run first."""
 
@@ -128,6 +142,8 @@ class GRPOResult(Checkpoint):
     pool: int
     start: str
     """The checkpoint GRPO started from."""
+    choice: ChosenCheckpoint | None = None
+    """The step the gate's one checkpoint rule chose (None: validation off, the last step)."""
 
 
 class SFTControlResult(Checkpoint):
@@ -135,10 +151,13 @@ class SFTControlResult(Checkpoint):
 
     steps: int
     history: list[dict[str, Any]]
+    """``{"step", "success"}`` per validation of the checkpoint rule (step 0 first)."""
     budget_s: float
     beside_grpo: bool
     """Ran at the same time as GRPO (a spawned process) rather than after it."""
     resumed_from: str | None = None
+    choice: ChosenCheckpoint | None = None
+    """The step the checkpoint rule chose, by the same rule as GRPO's."""
 
 
 class ControlComparison(BaseModel):
@@ -151,6 +170,12 @@ class ControlComparison(BaseModel):
     delta_success: float | None = None
     """The control's paired success gain over the start."""
     delta_ci95: list[float] | None = None
+    cs: list[float] | None = None
+    """The gate's confidence sequence of GRPO − control (what its choice read)."""
+    delta_cs: list[float] | None = None
+    """The gate's confidence sequence of the control's gain over the start."""
+    n: int | None = None
+    """Held-out tasks both ran (GRPO − control is paired on them)."""
 
 
 class ChampionComparison(BaseModel):
@@ -183,12 +208,16 @@ class GateReport(StageResult):
     candidate: EvalSummary
     delta_success: float
     ci95: list[float]
+    """Descriptive paired 95 % CI (normal approximation) of ``delta_success``."""
     gate: GateResult
+    cs: list[float] | None = None
+    """The gate's confidence sequence of GRPO's gain over the start (what it decided on)."""
     sft_control: ControlComparison | None = None
     champion: ChampionComparison | None = None
     """The champion the candidates had to beat; None without one, or when it is the start."""
     general: dict[str, dict[str, float]] = Field(default_factory=dict)
-    """General capability: success per set, per policy evaluated there: the start
+    """General capability: the measure (success, or gold-answer probability) per set, per
+    policy evaluated there: the start
     (``baseline``) and the candidates (``grpo``, ``sft_control``). A set is an environment the
     run did not train on (its held-out split; only candidates that passed every other check,
     since this one can only refuse) or an external set (``bfcl:simple_python``: every
@@ -196,8 +225,12 @@ class GateReport(StageResult):
     general_n: dict[str, int] = Field(default_factory=dict)
     """Tasks per general set."""
     general_deltas: dict[str, dict[str, dict]] = Field(default_factory=dict)
-    """Per general set, per candidate evaluated there: its paired success difference with the
-    start, ``{"delta", "ci95"}`` (95 % CI)."""
+    """Per general set, per candidate judged there: its paired difference with the start,
+    ``{"delta", "ci95", "cs", "n", "margin", "measure"}`` (``ci95`` = ``cs``, the gate's
+    confidence sequence)."""
+    general_checks: dict[str, dict] = Field(default_factory=dict)
+    """Per general set: its whole outcome (:class:`gymflow.eval.general_check.GeneralOutcome`),
+    ``skipped`` saying why a set could not guard anything."""
     chosen_path: str | None = None
     """The checkpoint of ``gate.chosen``: what ``promote`` registers."""
     per_env: dict[str, EnvHeldout] = Field(default_factory=dict)
@@ -219,6 +252,7 @@ class LifecycleResults(BaseModel):
     generate_tasks: TaskData
     resolve_policy: ResolvedPolicy
     profile_verifier: VerifierProfile
+    verifier_drift: DriftCheck | None
     baseline_eval: BaselineEval
     sft: SFTResult | None
     grpo: GRPOResult

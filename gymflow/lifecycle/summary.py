@@ -81,6 +81,8 @@ def build_summary(
             "demos": sft.demos,
             "history": sft.history,
         }
+    if (drift := results.verifier_drift) is not None:
+        summary["verifier_drift"] = drift.model_dump(exclude={"stage"})
     if (control := results.sft_control) is not None:
         versus = gate.sft_control
         summary["sft_control"] = {
@@ -120,13 +122,16 @@ def _per_env(gate, rates) -> dict:
 
 
 def _general(gate) -> dict:
-    """The general-capability sets: tasks, success per policy evaluated there and each
-    candidate's paired success difference with the start (95 % CI)."""
+    """The general-capability sets: tasks, the measure per policy evaluated there (``success``
+    holds it, success or gold-answer probability as ``measure`` says), each candidate's paired
+    difference with the start (the gate's confidence sequence) and, for a skipped set, why."""
+    checks = getattr(gate, "general_checks", {}) or {}
     return {
         name: {
             "n": gate.general_n.get(name),
             "success": by,
             "delta_success": gate.general_deltas.get(name, {}),
+            **{k: checks[name][k] for k in ("measure", "margin", "skipped") if name in checks},
         }
         for name, by in gate.general.items()
     }
@@ -137,9 +142,9 @@ GENERAL_TABLE_HEADER = [
     "n",
     "start",
     "GRPO",
-    "GRPO − start, points [95% CI]",
+    "GRPO − start, points [CS]",
     "SFT control",
-    "control − start, points [95% CI]",
+    "control − start, points [CS]",
 ]
 
 

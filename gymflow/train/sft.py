@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.policy.device import Device, trains_on_cpu
+from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 
 SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
@@ -121,8 +122,10 @@ def run_sft(
     ``elapsed_s`` and ``time_budget_s`` count training time, earlier attempts' included. With
     ``resume``, training goes on from the last checkpoint in ``out_dir`` (a finished one is
     the result as is). ``callbacks``: extra ``TrainerCallback``s, called after a checkpoint's
-    progress is recorded. Returns ``{"path", "steps", "wall_s", "resumed_from", "history":
-    [{"step", "sampled_success"}]}``.
+    progress is recorded; with :func:`gymflow.train.checkpoint_choice.validation_callback`
+    among them the saved policy is its chosen step (``validation`` says which). Returns
+    ``{"path", "steps", "wall_s", "resumed_from", "history": [{"step", "sampled_success"}],
+    "validation"}``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -219,7 +222,9 @@ def run_sft(
         trainer.state.global_step = progress.steps
     else:
         trainer.train(resume_from_checkpoint=progress.resumed_from)
-    if evaluate is None or not best_dir.exists():
+    # a checkpoint_choice callback among ``callbacks`` (the SFT control): its chosen step
+    validation = load_chosen(trainer, out_dir, model_path)
+    if validation is not None or evaluate is None or not best_dir.exists():
         _save(model, tokenizer, best_dir)
     return {
         "path": str(best_dir),
@@ -227,6 +232,7 @@ def run_sft(
         "wall_s": round(progress.trained_s(), 2),
         "resumed_from": progress.resumed_from,
         "history": history,
+        "validation": validation,
     }
 
 
