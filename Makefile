@@ -23,15 +23,16 @@ $(STAMP): pyproject.toml constraints.txt
 	command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  { apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; } || true
-	# chromium: the browser test of both UIs (tests/test_ui_browser.py) screenshots them headless;
-	# best effort like bubblewrap (without it that test is skipped and says why).
-	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	  { apt-get install -y -q chromium >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; }; } || true
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e ".[dev,ray]"
+	# chromium: the browser test of both UIs (tests/test_ui_browser.py) screenshots them headless.
+	# A test's system package, so the test setup installs it, not `make run`'s (a minute or more
+	# of apt). Best effort like bubblewrap (without it that test is skipped and says why).
+	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; }; } || true
 	touch $(DEV_STAMP)
 
 setup: $(STAMP)
