@@ -45,6 +45,7 @@ from gymflow.rollout.model_turns import ModelTurns
 from gymflow.rollout.store import Lineage, Planned, RolloutWriter, plan, rollout_row
 from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.demo_loss import DemoLoss, DemoLossSettings, with_demo_loss
+from gymflow.train.distributed import agreed, gather, is_main, shard
 from gymflow.train.lr_schedule import Schedule, with_progress_schedule
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 from gymflow.train.shared_prompt import with_shared_prompts
@@ -252,7 +253,7 @@ class RolloutSource:
             self.replay = SuccessReplay(settings.seed)
         self.lineage = lineage or Lineage("grpo", 0, 0, "grpo", env.name, env.version, "")
         self.writer = None
-        if out_dir is not None:
+        if out_dir is not None and is_main():  # several processes: rank 0 writes every row
             ranges = [e.reward_range for e, _ in self.envs.values()]
             span = (min(r[0] for r in ranges), max(r[1] for r in ranges))
             schema = collected_rollouts(settings.num_generations, span)
@@ -317,6 +318,7 @@ class RolloutSource:
         g = trainer.num_generations
         step = trainer.state.global_step
         wanted = [prompts[i] for i in range(0, len(prompts), g)]
+        wanted = [t for part in gather(wanted) for t in part]  # every process's, in rank order
         if self.task_pool is not None:  # the pool picks; TRL's ids only say how many
             wanted = self.task_pool.draw(len(wanted), step, 0)
         elif len(self.envs) > 1:  # a mix: the weights pick, TRL's ids only say how many
@@ -370,16 +372,16 @@ class RolloutSource:
         self._store(done, chosen, step)
         if self.replay is not None and not failed:
             self.replay.record(step, [ep for _, ep, _ in done])
-        if self.task_pool is not None:
+        if self.task_pool is not None and is_main():
             self.task_pool.save()
         if failed:
             self.wait_stored()  # the failure rows are on disk before the step fails
             raise failed[0]
         self.stats["rollout_s"] += time.time() - started
-        if self.on_batch is not None:
+        if self.on_batch is not None and is_main():
             episodes = [ep for _, ep, _ in done]
             self.on_batch(episodes, [id(e) in chosen for e in episodes], step)
-        return training_batch([e for grp in kept for e in grp])
+        return training_batch([e for grp in shard(kept) for e in grp])  # this process's groups
 
     def _run_round(
         self, policy, task_ids: list[str], g: int, step: int, round_: int
@@ -392,6 +394,8 @@ class RolloutSource:
             max_new_tokens=self.settings.max_new_tokens, temperature=self.settings.temperature
         )
         results: list[tuple[Planned, Episode | None, GymflowError | None]] = []
+        everyone = planned
+        planned = shard(planned)  # several processes: each runs its share, all see every result
 
         async def go() -> None:
             if self.ray is not None:  # on the Ray workers, which hold this step's weights
@@ -403,7 +407,8 @@ class RolloutSource:
             )
 
         self.loop.run_until_complete(go())
-        order = {p.rollout_id: i for i, p in enumerate(planned)}
+        results = [r for part in gather(results) for r in part]
+        order = {p.rollout_id: i for i, p in enumerate(everyone)}
         return sorted(results, key=lambda r: order[r[0].rollout_id])
 
     async def _run_envs(self, policy, sampling: Sampling, planned: list[Planned], on_done) -> None:
@@ -495,7 +500,7 @@ def run_grpo(
             # the step's rollouts are on disk before its checkpoint (saved after this) can be
             source.wait_stored()
             budget = settings.time_budget_s
-            if budget is not None and progress.trained_s() > budget:
+            if budget is not None and agreed(lambda: progress.trained_s() > budget):
                 control.should_training_stop = True
             return control
 
@@ -560,10 +565,13 @@ def run_grpo(
     validation = load_chosen(trainer, out_dir, model_path)  # the best validated step, if any
     final = out_dir / "final"
     if peft_config is not None:  # the adapter folded in: the policy loads as a plain model
-        trainer.model.merge_and_unload().save_pretrained(final)
+        merged = trainer.model.merge_and_unload()
+        if is_main():
+            merged.save_pretrained(final)
     else:
         trainer.save_model(str(final))
-    tokenizer.save_pretrained(final)
+    if is_main():
+        tokenizer.save_pretrained(final)
     return {
         "path": str(final),
         "steps": trainer.state.global_step,

@@ -58,7 +58,12 @@ class Progress:
         return self.wall_before_s + time.time() - self.started
 
     def save(self, checkpoint: Path, **state) -> None:
-        """Mark ``checkpoint`` whole: the wall time up to it and ``state`` (JSON values)."""
+        """Mark ``checkpoint`` whole: the wall time up to it and ``state`` (JSON values).
+        Several processes training together: rank 0 writes it (the Trainer's own files too)."""
+        from gymflow.train.distributed import is_main
+
+        if not is_main():
+            return
         tmp = checkpoint / (RESUME_FILE + ".tmp")
         tmp.write_text(json.dumps({"wall_s": round(self.trained_s(), 3), **state}))
         tmp.replace(checkpoint / RESUME_FILE)

@@ -237,6 +237,10 @@ def run_sft(
 
 
 def _save(model, tokenizer, path: Path) -> None:
+    from gymflow.train.distributed import is_main
+
+    if not is_main():  # several processes train one model: rank 0 writes it
+        return
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
