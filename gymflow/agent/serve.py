@@ -11,16 +11,13 @@ name a task by id or send one equal to its copy) unless ``--trust-client-tasks``
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
-from gymflow.env.serve import check_bind, stop_requested, worker_urls
+from gymflow.env.serve import check_bind, supervise, worker_urls
 from gymflow.env.task_store import TaskStore
 
 
@@ -106,25 +103,4 @@ def serve(options: AgentServeOptions) -> int:
     if options.workers == 1:
         _run_worker(options, 0, urls)
         return 0
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=_run_worker, args=(options, k, urls), daemon=True)
-        for k in range(options.workers)
-    ]
-    for proc in procs:
-        proc.start()
-    stopping = stop_requested()
-    try:
-        while not stopping() and all(p.is_alive() for p in procs):
-            time.sleep(0.2)
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join(5)
-    dead = [k for k, p in enumerate(procs) if p.exitcode not in (0, -signal.SIGTERM, None)]
-    if dead and not stopping():
-        print(f"agent worker(s) {dead} exited; stopped the others", file=sys.stderr)
-        return 1
-    return 0
+    return supervise(_run_worker, [(options, k, urls) for k in range(options.workers)])

@@ -236,15 +236,20 @@ def _serve_workers(
     if workers == 1:
         _run_worker(name, host, port, token, 0, urls, client_session_ids, verify, tasks)
         return 0
+    return supervise(
+        _run_worker,
+        [
+            (name, host, port, token, k, urls, client_session_ids, verify, tasks)
+            for k in range(workers)
+        ],
+    )
+
+
+def supervise(target: Callable[..., None], worker_args: list[tuple]) -> int:
+    """Run ``target(*args)`` in a spawned process per entry of ``worker_args`` until SIGTERM or
+    SIGINT, or until one exits (then the others are stopped: exit status 1)."""
     ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(
-            target=_run_worker,
-            args=(name, host, port, token, k, urls, client_session_ids, verify, tasks),
-            daemon=True,
-        )
-        for k in range(workers)
-    ]
+    procs = [ctx.Process(target=target, args=args, daemon=True) for args in worker_args]
     for proc in procs:
         proc.start()
     stopping = stop_requested()
