@@ -135,6 +135,8 @@ def sft_stage(
         history=result["history"],
         demos=cfg.demos,
         resumed_from=result["resumed_from"],
+        stopped_by=result["stopped_by"],
+        samples=result["steps"] * cfg.sft.batch_size,
         stage=info,
     )
 
@@ -250,6 +252,8 @@ def grpo_stage(
         pool=len(pool),
         start=start.path,
         choice=ChosenCheckpoint(**choice) if choice else None,
+        stopped_by=result["stopped_by"],
+        samples=result["steps"] * cfg.grpo.prompts_per_step * cfg.grpo.num_generations,
         stage=info,
     )
 
@@ -290,6 +294,8 @@ def sft_control_stage(
         beside_grpo=beside,
         resumed_from=result["resumed_from"],
         choice=ChosenCheckpoint(**choice) if choice else None,
+        stopped_by=result["stopped_by"],
+        samples=result["steps"] * cfg.sft.batch_size,
         stage=info,
     )
 

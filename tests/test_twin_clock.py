@@ -19,7 +19,12 @@ from gymflow.train import twin_clock
 from gymflow.train.sft import SFTSettings, demonstrations, run_sft
 
 SETTINGS = SFTSettings(
-    max_steps=100_000, batch_size=4, eval_every=10**6, warmup_steps=0, target_sampled_success=2
+    max_steps=100_000,
+    batch_size=4,
+    eval_every=10**6,
+    warmup_steps=0,
+    target_sampled_success=2,
+    time_budget_s=None,
 )
 
 

@@ -213,7 +213,10 @@ class LifecycleConfig(BaseModel):
             profile_samples=50,
             val_eval_n=16,
             heldout_n=48,
-            sft=SFTSettings(max_steps=30, batch_size=16, eval_every=15, warmup_steps=5),
+            # steps, not wall time: the smoke run's tests count its steps on any machine
+            sft=SFTSettings(
+                max_steps=30, batch_size=16, eval_every=15, warmup_steps=5, time_budget_s=None
+            ),
             grpo=GRPOSettings(
                 max_steps=3,
                 prompts_per_step=2,

@@ -127,6 +127,10 @@ class SFTResult(Checkpoint):
     demos: int
     resumed_from: str | None = None
     """The checkpoint an earlier attempt left and this one went on from."""
+    stopped_by: str | None = None
+    """The limit that ended training (:func:`gymflow.train.sft.run_sft`)."""
+    samples: int | None = None
+    """Demonstrations trained on, repeats counted (steps × batch size)."""
 
 
 class GRPOResult(Checkpoint):
@@ -144,6 +148,11 @@ class GRPOResult(Checkpoint):
     """The checkpoint GRPO started from."""
     choice: ChosenCheckpoint | None = None
     """The step the gate's one checkpoint rule chose (None: validation off, the last step)."""
+    stopped_by: str | None = None
+    """``"max_steps"`` or ``"time_budget"`` (:func:`gymflow.train.grpo.stopped_by`)."""
+    samples: int | None = None
+    """Completions trained on (steps × prompts per step × generations); ``dynamic_sampling``
+    counts the groups generated, refills included."""
 
 
 class SFTControlResult(Checkpoint):
@@ -158,6 +167,12 @@ class SFTControlResult(Checkpoint):
     resumed_from: str | None = None
     choice: ChosenCheckpoint | None = None
     """The step the checkpoint rule chose, by the same rule as GRPO's."""
+    stopped_by: str | None = None
+    """The limit that ended it: GRPO's wall time (``"should_stop"`` beside GRPO, else
+    ``"time_budget"``)."""
+    samples: int | None = None
+    """Demonstrations trained on, repeats counted (steps × batch size): what GRPO's wall time
+    bought the cheap alternative."""
 
 
 class ControlComparison(BaseModel):

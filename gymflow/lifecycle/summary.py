@@ -72,6 +72,8 @@ def build_summary(
             "resumed_from": grpo.resumed_from,
             "dynamic_sampling": grpo.dynamic_sampling,
             "pool": grpo.pool,
+            "stopped_by": grpo.stopped_by,
+            "samples": grpo.samples,
         },
     }
     if (sft := results.sft) is not None:
@@ -80,6 +82,8 @@ def build_summary(
             "wall_s": sft.stage.wall_s,
             "demos": sft.demos,
             "history": sft.history,
+            "stopped_by": sft.stopped_by,
+            "samples": sft.samples,
         }
     if (drift := results.verifier_drift) is not None:
         summary["verifier_drift"] = drift.model_dump(exclude={"stage"})
@@ -90,6 +94,8 @@ def build_summary(
             "wall_s": control.stage.wall_s,
             "budget_s": control.budget_s,
             "beside_grpo": control.beside_grpo,
+            "stopped_by": control.stopped_by,
+            "samples": control.samples,
             **({"heldout": rates(versus.summary)} if versus else {}),
             "grpo_minus_control": versus.grpo_minus_control if versus else None,
             "ci95": versus.ci95 if versus else None,
@@ -270,6 +276,8 @@ def render_table(summary: dict) -> str:
         console.print(
             f"GRPO minus SFT control {c['grpo_minus_control']:+.3f} (95% CI [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}])"
         )
+    for line in training_lines(summary):
+        console.print(line)
     gate = summary["gate"]
     console.print(f"gate: {'PASSED' if gate['passed'] else 'FAILED'} — {gate['reason']}")
     reg = summary["registry"]
@@ -284,3 +292,32 @@ def render_table(summary: dict) -> str:
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in summary["stages"].items() if v is not None)
     console.print(f"stage wall time: {stages}; total {summary['wall_s']:.1f}s")
     return buf.getvalue()
+
+
+def training_lines(summary: dict) -> list[str]:
+    """What each trained arm got and what ended it: SFT, GRPO and the control beside it (the
+    two are compared at one wall time, so the updates and samples each bought are shown).
+
+    >>> training_lines({"grpo": {"steps": 214, "samples": 6848, "stopped_by": "time_budget",
+    ...     "train_wall_s": 240.4}, "sft_control": {"steps": 402, "samples": 12864,
+    ...     "stopped_by": "should_stop"}})
+    ['GRPO: 214 updates, 6848 completions in 240s (ended by time_budget)', 'SFT control: 402 updates, 12864 demonstrations in the same time (ended by should_stop)']
+    """
+    lines = []
+    if (sft := summary.get("sft")) and sft.get("samples") is not None:
+        lines.append(
+            f"SFT: {sft['steps']} updates, {sft['samples']} demonstrations "
+            f"(ended by {sft.get('stopped_by')})"
+        )
+    grpo = summary["grpo"]
+    if grpo.get("samples") is not None:
+        lines.append(
+            f"GRPO: {grpo['steps']} updates, {grpo['samples']} completions in "
+            f"{grpo['train_wall_s']:.0f}s (ended by {grpo.get('stopped_by')})"
+        )
+    if (control := summary.get("sft_control")) and control.get("samples") is not None:
+        lines.append(
+            f"SFT control: {control['steps']} updates, {control['samples']} demonstrations "
+            f"in the same time (ended by {control.get('stopped_by')})"
+        )
+    return lines

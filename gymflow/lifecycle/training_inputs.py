@@ -93,8 +93,8 @@ def run_demonstrations(servers: Servers, demo_tasks: list[Task], tokenizer) -> l
 
 def sft_settings(cfg: LifecycleConfig, control: bool):
     """SFT's settings seeded by the run (its data order); the control's also train for a wall
-    time, not up to the GRPO start's sampled-validation target."""
+    time — GRPO's, not SFT's own budget — not up to the GRPO start's sampled-validation target."""
     update: dict = {"seed": cfg.seed}
     if control:
-        update |= {"max_steps": 100_000, "target_sampled_success": 1.01}
+        update |= {"max_steps": 100_000, "target_sampled_success": 1.01, "time_budget_s": None}
     return cfg.sft.model_copy(update=update)

@@ -157,7 +157,11 @@ class GRPOSettings(BaseModel):
     )
     save_every: int = Field(20, ge=1, description="Checkpoint every N steps (resume point).")
     time_budget_s: float | None = Field(
-        340.0, gt=0.0, description="Stop after this much training wall time (None: no limit)."
+        240.0,
+        gt=0.0,
+        description="Stop after this much training wall time (None: no limit). The default "
+        "ends the embedded run by time, before max_steps, on both 2-core machine kinds "
+        "measured (docs/tuning.md), so the two run alike, the slower one fewer steps.",
     )
     gradient_checkpointing: bool = Field(
         False,
@@ -580,7 +584,20 @@ def run_grpo(
         "dynamic_sampling": dict(source.stats),
         "log_history": trainer.state.log_history,
         "validation": validation,
+        "stopped_by": stopped_by(trainer.state.global_step, settings),
     }
+
+
+def stopped_by(steps: int, settings: GRPOSettings) -> str:
+    """Which limit ended a finished GRPO run: ``"max_steps"``, else the only other stop a run
+    that returns can have met, ``"time_budget"`` (a failure raises instead).
+
+    >>> stopped_by(250, GRPOSettings(max_steps=250, time_budget_s=340))
+    'max_steps'
+    >>> stopped_by(132, GRPOSettings(max_steps=250, time_budget_s=340))
+    'time_budget'
+    """
+    return "max_steps" if steps >= settings.max_steps else "time_budget"
 
 
 def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool = True):

@@ -26,7 +26,7 @@ Schedule = Literal["constant", "linear", "cosine"]
 
 TIME_SLACK = 0.05
 """The time share counts only once it leads the step share by this much (5 % of the budget,
-17 s of the default's 340 s): a run the step cap ends then decays by steps alone, so it trains
+12 s of the default's 240 s): a run the step cap ends then decays by steps alone, so it trains
 at the same rates on every run of a seed, whatever the first steps' warm-up cost on the clock."""
 
 

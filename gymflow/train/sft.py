@@ -67,6 +67,13 @@ class SFTSettings(BaseModel):
     device: Device = Field(
         "auto", description="Where SFT trains: auto = CUDA when torch sees a GPU, else the CPU."
     )
+    time_budget_s: float | None = Field(
+        120.0,
+        gt=0.0,
+        description="Stop after this much training wall time, earlier attempts' included "
+        "(None: no limit). Wall time, not steps, so the default run fits a slower CPU: there "
+        "SFT hands GRPO a start short of target_sampled_success instead of running longer.",
+    )
     seed: int = Field(0, description="Shuffling and init seed.")
 
 
@@ -119,13 +126,15 @@ def run_sft(
     ``evaluate(model, tokenizer) -> sampled success`` picks the checkpoint; without it the last
     step is kept. ``should_stop(elapsed_s)`` is asked after every step (the control's
     :class:`~gymflow.train.twin_clock.TwinClock`); it may raise to abandon the run.
-    ``elapsed_s`` and ``time_budget_s`` count training time, earlier attempts' included. With
+    ``elapsed_s`` and ``time_budget_s`` (default: ``settings.time_budget_s``) count training
+    time, earlier attempts' included; the step a time limit stops at is evaluated too. With
     ``resume``, training goes on from the last checkpoint in ``out_dir`` (a finished one is
     the result as is). ``callbacks``: extra ``TrainerCallback``s, called after a checkpoint's
     progress is recorded; with :func:`gymflow.train.checkpoint_choice.validation_callback`
     among them the saved policy is its chosen step (``validation`` says which). Returns
     ``{"path", "steps", "wall_s", "resumed_from", "history": [{"step", "sampled_success"}],
-    "validation"}``.
+    "validation", "stopped_by"}``; ``stopped_by`` names the limit that ended training:
+    ``"target_sampled_success"``, ``"time_budget"``, ``"should_stop"`` or ``"max_steps"``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -140,25 +149,35 @@ def run_sft(
     history: list[dict] = list(progress.state.get("history", []))
 
     same_settings = progress.state.get("settings") == settings.model_dump_json()
+    if time_budget_s is None:
+        time_budget_s = settings.time_budget_s
 
     class Watch(TrainerCallback):
         best = float(progress.state.get("best", -1.0))
         # finished under other settings (a re-run with a fix): train on from its checkpoint
         stopped = bool(progress.state.get("finished")) and same_settings
+        stopped_by: str | None = progress.state.get("stopped_by") if stopped else None
 
         def carry(self) -> dict:
             return {
                 "best": self.best,
                 "history": history,
                 "finished": self.stopped,
+                "stopped_by": self.stopped_by,
                 "settings": settings.model_dump_json(),
             }
 
         def on_step_end(self, args, state, control, **kw):
             step = state.global_step
-            if evaluate is not None and (
-                step % settings.eval_every == 0 or step == settings.max_steps
-            ):
+            elapsed = progress.trained_s()
+            why = None
+            if time_budget_s is not None and elapsed > time_budget_s:
+                why = "time_budget"
+            elif should_stop is not None and should_stop(elapsed):
+                why = "should_stop"
+            elif step >= settings.max_steps:
+                why = "max_steps"
+            if evaluate is not None and (step % settings.eval_every == 0 or why is not None):
                 score = evaluate(model, tokenizer)
                 history.append({"step": step, "sampled_success": score})
                 if log_to_mlflow:
@@ -169,12 +188,10 @@ def run_sft(
                     self.best = score
                     _save(model, tokenizer, best_dir)
                 if score >= settings.target_sampled_success:
-                    control.should_training_stop = True
-            elapsed = progress.trained_s()
-            if time_budget_s is not None and elapsed > time_budget_s:
+                    why = "target_sampled_success"
+            if why is not None:
                 control.should_training_stop = True
-            if should_stop is not None and should_stop(elapsed):
-                control.should_training_stop = True
+                self.stopped_by = why
             self.stopped = control.should_training_stop  # max_steps included (set before us)
             control.should_save = control.should_save or self.stopped
             return control
@@ -233,6 +250,7 @@ def run_sft(
         "resumed_from": progress.resumed_from,
         "history": history,
         "validation": validation,
+        "stopped_by": watch.stopped_by,
     }
 
 
