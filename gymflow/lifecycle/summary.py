@@ -301,23 +301,31 @@ def training_lines(summary: dict) -> list[str]:
     >>> training_lines({"grpo": {"steps": 214, "samples": 6848, "stopped_by": "time_budget",
     ...     "train_wall_s": 240.4}, "sft_control": {"steps": 402, "samples": 12864,
     ...     "stopped_by": "should_stop"}})
-    ['GRPO: 214 updates, 6848 completions in 240s (ended by time_budget)', 'SFT control: 402 updates, 12864 demonstrations in the same time (ended by should_stop)']
+    ['GRPO: 214 updates, 6848 completions in 240s (ended by its time budget)', "SFT control: 402 updates, 12864 demonstrations in the same time (ended by GRPO's wall time)"]
     """
     lines = []
     if (sft := summary.get("sft")) and sft.get("samples") is not None:
         lines.append(
             f"SFT: {sft['steps']} updates, {sft['samples']} demonstrations "
-            f"(ended by {sft.get('stopped_by')})"
+            f"(ended by {_LIMITS.get(sft.get('stopped_by'), sft.get('stopped_by'))})"
         )
     grpo = summary["grpo"]
     if grpo.get("samples") is not None:
         lines.append(
             f"GRPO: {grpo['steps']} updates, {grpo['samples']} completions in "
-            f"{grpo['train_wall_s']:.0f}s (ended by {grpo.get('stopped_by')})"
+            f"{grpo['train_wall_s']:.0f}s (ended by {_LIMITS.get(grpo.get('stopped_by'))})"
         )
     if (control := summary.get("sft_control")) and control.get("samples") is not None:
+        why = "GRPO's wall time" if control.get("stopped_by") in ("should_stop", "time_budget") else control.get("stopped_by")  # fmt: skip
         lines.append(
             f"SFT control: {control['steps']} updates, {control['samples']} demonstrations "
-            f"in the same time (ended by {control.get('stopped_by')})"
+            f"in the same time (ended by {why})"
         )
     return lines
+
+
+_LIMITS = {
+    "max_steps": "its step cap",
+    "time_budget": "its time budget",
+    "target_sampled_success": "its sampled-success target",
+}
