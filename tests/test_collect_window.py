@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import polars as pl
@@ -207,3 +208,32 @@ def test_a_bug_stops_the_collection_and_a_rerun_resumes(tmp_path):
     after = read_parts(tmp_path / ROLLOUTS_DIR)
     expected = {p.rollout_id for p in plan_collection(tasks, settings())}
     assert after.height == len(tasks) and set(after["rollout_id"]) == expected
+
+
+def test_an_exception_a_signal_raises_mid_generate_ends_the_collection(tmp_path):
+    """pytest-timeout's exception (or Ctrl-C's) is a ``BaseException`` raised inside generate;
+    asyncio keeps it in the batching task, so the batch's episodes got no turn and waited
+    forever (a learning test that ran past its timeout hung instead of failing). They get it
+    too, and the collection stops with it."""
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupted(prompt, turn, observations):
+        raise Interrupted("a signal arrived mid-generate")
+
+    env = LatencyEnv()
+    tasks = [t for t in env.make_tasks() if not t.ground_truth["slow"]][:4]
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            collect(env, ScriptedPolicy(interrupted), tasks, tmp_path, settings())
+        except BaseException as exc:
+            raised.append(exc)
+
+    collector = threading.Thread(target=run, daemon=True)
+    collector.start()
+    collector.join(60)
+    assert not collector.is_alive(), "the collection waited forever for its model turns"
+    assert len(raised) == 1 and isinstance(raised[0], Interrupted), raised

@@ -115,6 +115,12 @@ class ModelTurns:
             for _, _, future in batch:
                 _deliver(future, error=exc)
             return
+        except BaseException as exc:
+            # An exception a signal raised mid-generate (pytest-timeout's, Ctrl-C): asyncio keeps
+            # it in this task, so the batch's episodes would wait forever for their turns.
+            for _, _, future in batch:
+                _deliver(future, error=exc)
+            raise
         for (_, _, future), gen in zip(batch, gens, strict=True):
             _deliver(future, gen)
 
