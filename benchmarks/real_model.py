@@ -2,6 +2,7 @@
 
     python benchmarks/real_model.py [--json] [--out FILE] [--threads N]
         [--device auto|cpu|cuda] [--random-init [--shape-from DIR]] [--gen-batches 32,256]
+        [--vllm] [--before-after] [--only gen,vllm,sft,grpo]
 
 Figures a later run can be compared with, all through the product's own paths:
 
@@ -17,10 +18,28 @@ Figures a later run can be compared with, all through the product's own paths:
   Hopper GPU, and a decode step's key length is new every token.
 * ``sft_step_s``: ``run_sft`` on 8 gold demonstrations per step (the ``datasets/smollm2.json``
   preset's batch), fp32, full fine-tuning with gradient checkpointing (the loss over the
-  49,152-token vocabulary included); median of 3 steps after a warm-up step.
+  49,152-token vocabulary included); median of the steps after a warm-up step (``--steps``,
+  4 by default: 3 timed).
 * ``grpo_step_s``: ``run_grpo`` on tool_call with B×G = 2×4 rollouts of ≤ 48 tokens (the
   preset's), against the environment in-process, rollouts stored as Parquet, gradient
-  checkpointing; median of 3 steps after a warm-up step.
+  checkpointing; median of the steps after a warm-up step.
+* ``grpo_rollout_s``: the part of a GRPO step spent in the rollout function (generation and
+  the environment), median over the same steps; the rest is TRL's loss pass and the optimizer.
+* ``--before-after``: the SFT and GRPO steps in two configurations, same process, same load.
+  ``*_before``: what the 2026-11-24 figures (SFT 47.5 s, GRPO 92.2 s) ran: gradient
+  checkpointing, and for GRPO every row's prompt in the loss pass (``share_prompts`` off).
+  ``*_after``: each group's prompt run once in the loss pass (``share_prompts``, the default
+  since 2026-11-26) and no gradient checkpointing (the shared prompt leaves the activations
+  of 2 prompts + 8 completions, ~3 GB, where checkpointing was needed for 8 whole rows).
+  ``grpo_step_preset_s``: the ``datasets/smollm2.json`` preset as it stands (shared prompts,
+  gradient checkpointing), to tell the two changes' shares apart.
+* ``--vllm`` (the vLLM environment, ``make setup-vllm``): vLLM's CPU build on the same prompts
+  and model folder, fp32, eager, at each ``--gen-batches`` size: ``vllm_bare_*`` is
+  ``LLM.generate`` in a process of its own (one request per prompt, seeded; the engine's
+  OpenMP threads on every core), ``vllm_served_*`` the product's path
+  (:class:`gymflow.policy.vllm_served.VLLMServedPolicy`: ``vllm serve`` over loopback, per-row
+  seeds as the rollout driver sends them), and ``vllm_served_share_*`` the second as a share of
+  the first.
 * ``peak_rss_gb``: the process's peak resident memory; on CUDA also ``gpu_peak_gb`` (the most
   memory torch held on the GPU at once).
 
@@ -68,6 +87,8 @@ from gymflow.train.sft import SFTSettings, demonstrations, run_sft  # noqa: E402
 
 NAME = "smollm2-135m-instruct"
 MAX_NEW_TOKENS = 48
+STEPS = 4
+"""Optimizer steps per timed run: a warm-up, then the median of the rest (``--steps``)."""
 GGUF = "the catalog's GGUF (Q4_1), dequantized to float32"
 
 
@@ -172,36 +193,131 @@ def generation(folder: Path, tasks, device: str, batches: list[int]) -> dict:
     return result
 
 
-def sft_step(folder: Path, env, tasks, out: Path, device) -> dict:
+def sft_step(folder: Path, env, tasks, out: Path, device, suffix="", checkpointing=True) -> dict:
     from transformers import AutoTokenizer
 
     demos = demonstrations(env, AutoTokenizer.from_pretrained(folder), tasks[:48])
     settings = SFTSettings(
-        max_steps=4,
+        max_steps=STEPS,
         batch_size=8,
         eval_every=10**6,
         warmup_steps=0,
-        gradient_checkpointing=True,
+        gradient_checkpointing=checkpointing,
         device=device.type,
+        **({"time_budget_s": None} if "time_budget_s" in SFTSettings.model_fields else {}),
     )
     timer = step_timer(device)
     run_sft(folder, out, demos, settings, log_to_mlflow=False, callbacks=[timer])
-    return {"sft_batch": 8, "sft_step_s": round(statistics.median(timer.times[1:]), 3)}
+    return {"sft_batch": 8, f"sft_step{suffix}_s": round(statistics.median(timer.times[1:]), 3)}
 
 
-def grpo_step(folder: Path, env, tasks, out: Path, device) -> dict:
+def grpo_step(
+    folder: Path, env, tasks, out: Path, device, suffix="", checkpointing=True, share=True
+) -> dict:
     settings = GRPOSettings(
-        max_steps=4, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
+        max_steps=STEPS, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
         dynamic_sampling=False, save_every=10**6, time_budget_s=None, seed=0,
-        gradient_checkpointing=True, device=device.type, demo_loss=None, task_sampling="uniform",
+        gradient_checkpointing=checkpointing, share_prompts=share, device=device.type,
+        demo_loss=None, task_sampling="uniform",
     )  # fmt: skip
+    from transformers import TrainerCallback
+
     timer = step_timer(device)
     source = RolloutSource(env, build_app(env), tasks, settings, out_dir=out)
-    run_grpo(folder, out, source, settings, log_to_mlflow=False, resume=False, callbacks=[timer])
+    rollout_s: list[float] = []
+
+    class Rollouts(TrainerCallback):  # the rollout function's share of each step
+        def on_step_end(self, args, state, control, **kw):
+            rollout_s.append(source.stats["rollout_s"] - sum(rollout_s))
+
+    run_grpo(
+        folder, out, source, settings, log_to_mlflow=False, resume=False,
+        callbacks=[timer, Rollouts()],
+    )  # fmt: skip
     return {
         "grpo_rollouts_per_step": settings.prompts_per_step * settings.num_generations,
-        "grpo_step_s": round(statistics.median(timer.times[1:]), 3),
+        f"grpo_step{suffix}_s": round(statistics.median(timer.times[1:]), 3),
+        f"grpo_rollout{suffix}_s": round(statistics.median(rollout_s[1:]), 3),
     }
+
+
+def before_after(folder: Path, env, tasks, scratch: Path, device) -> dict:
+    """SFT and GRPO steps as measured on 2026-11-24 (before) and as configured now (after)."""
+    result = {}
+    result.update(sft_step(folder, env, tasks, scratch / "sft-b", device, "_before", True))
+    result.update(sft_step(folder, env, tasks, scratch / "sft-a", device, "_after", False))
+    result.update(grpo_step(folder, env, tasks, scratch / "grpo-b", device, "_before", True, False))
+    result.update(grpo_step(folder, env, tasks, scratch / "grpo-p", device, "_preset", True, True))
+    result.update(grpo_step(folder, env, tasks, scratch / "grpo-a", device, "_after", False, True))
+    for stage in ("sft", "grpo"):
+        before, after = result[f"{stage}_step_before_s"], result[f"{stage}_step_after_s"]
+        result[f"{stage}_speedup"] = round(before / after, 2)
+    return result
+
+
+BARE_VLLM = """
+import json, os, sys, time
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+from vllm import LLM, SamplingParams
+job = json.load(open(sys.argv[1]))
+started = time.perf_counter()
+llm = LLM(model=job["model"], dtype="float32", enforce_eager=True, seed=0,
+          kv_cache_memory_bytes=2 << 30, max_model_len=2048, enable_chunked_prefill=False,
+          max_num_batched_tokens=8192)
+out = {"vllm_load_s": round(time.perf_counter() - started, 2)}
+for n, prompts in job["batches"].items():
+    params = [SamplingParams(max_tokens=job["max_tokens"], temperature=1.0, top_k=0, top_p=1.0,
+                             logprobs=0, seed=1 + i) for i in range(len(prompts))]
+    rows = [{"prompt_token_ids": p} for p in prompts]
+    llm.generate(rows[:4], params[:4], use_tqdm=False)  # warm-up
+    started = time.perf_counter()
+    done = llm.generate(rows, params, use_tqdm=False)
+    wall = time.perf_counter() - started
+    tokens = sum(len(d.outputs[0].token_ids) for d in done)
+    out[f"vllm_bare_b{n}_tokens_per_s"] = round(tokens / wall, 1)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def vllm_generation(folder: Path, prompts: list[list[int]], batches: list[int], scratch: Path):
+    """vLLM's CPU build: bare ``LLM.generate`` and the product's served path, same prompts."""
+    import json
+    import subprocess
+
+    from gymflow.policy.vllm_engine import engine_environment, vllm_python
+    from gymflow.policy.vllm_served import VLLMServedPolicy
+
+    python = vllm_python()
+    rows = {str(n): [prompts[i % len(prompts)] for i in range(n)] for n in batches}
+    (scratch / "bare.py").write_text(BARE_VLLM)
+    (scratch / "bare.json").write_text(
+        json.dumps({"model": str(folder), "batches": rows, "max_tokens": MAX_NEW_TOKENS})
+    )
+    env = engine_environment()  # the product's engine settings: threads on every core
+    done = subprocess.run(
+        [str(python), str(scratch / "bare.py"), str(scratch / "bare.json")],
+        env=env, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    if not line:
+        raise RuntimeError(f"bare vLLM failed: {done.stderr[-2000:]}")
+    result = json.loads(line[0][7:])
+    started = time.perf_counter()
+    served = VLLMServedPolicy.start(folder)
+    result["vllm_served_start_s"] = round(time.perf_counter() - started, 2)
+    try:
+        for n, batch in rows.items():
+            served.generate(batch[:4], 8, seed=[0, 1, 2, 3])  # warm-up
+            started = time.perf_counter()
+            outs = served.generate(batch, MAX_NEW_TOKENS, seed=list(range(1, len(batch) + 1)))
+            wall = time.perf_counter() - started
+            rate = sum(len(o.token_ids) for o in outs) / wall
+            result[f"vllm_served_b{n}_tokens_per_s"] = round(rate, 1)
+            share = rate / result[f"vllm_bare_b{n}_tokens_per_s"]
+            result[f"vllm_served_share_b{n}"] = round(share, 3)
+    finally:
+        served.close()
+    return result
 
 
 def where(device, threads: int) -> dict:
@@ -231,7 +347,16 @@ def main() -> None:
     parser.add_argument("--random-init", action="store_true", help="random weights, real shape")
     parser.add_argument("--shape-from", type=Path, help="config + tokenizer folder (random-init)")
     parser.add_argument("--gen-batches", default="32", help="generation batch sizes, e.g. 32,256")
+    parser.add_argument(
+        "--vllm", action="store_true", help="also vLLM's CPU build (make setup-vllm)"
+    )
+    parser.add_argument("--before-after", action="store_true", help="SFT/GRPO before and after")
+    parser.add_argument("--only", default="gen,sft,grpo", help="parts: gen,vllm,sft,grpo")
+    parser.add_argument("--steps", type=int, default=4, help="steps per timed run (>= 2)")
     args = parser.parse_args()
+    global STEPS
+    STEPS = max(2, args.steps)
+    parts = set(args.only.split(",")) | ({"vllm"} if args.vllm else set())
     import torch
 
     torch.set_num_threads(args.threads)
@@ -256,9 +381,20 @@ def main() -> None:
             source = fetch(NAME, cache_dir())
         loads, folder = load_times(source, scratch, str(device), args.random_init)
         result.update(loads)
-        result.update(generation(folder, tasks, str(device), batches))
-        result.update(sft_step(folder, env, tasks, scratch / "sft", device))
-        result.update(grpo_step(folder, env, tasks, scratch / "grpo", device))
+        if "gen" in parts:
+            result.update(generation(folder, tasks, str(device), batches))
+        if "vllm" in parts:
+            policy = TransformersPolicy.from_path(folder, device="cpu")
+            prompts = [policy.encode_prompt(t.prompt, t.tools) for t in tasks]
+            del policy
+            result.update(vllm_generation(folder, prompts, batches, scratch))
+        if args.before_after:
+            result.update(before_after(folder, env, tasks, scratch, device))
+        else:
+            if "sft" in parts:
+                result.update(sft_step(folder, env, tasks, scratch / "sft", device))
+            if "grpo" in parts:
+                result.update(grpo_step(folder, env, tasks, scratch / "grpo", device))
     result["peak_rss_gb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
     if device.type == "cuda":
         result["gpu_peak_gb"] = round(torch.cuda.max_memory_allocated(device) / 1e9, 2)

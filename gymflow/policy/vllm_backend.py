@@ -53,24 +53,33 @@ def load_vllm(path: str | Path):
     """The ``vllm:PATH`` policy: an in-process engine where vLLM imports here and a CUDA GPU is
     visible (:class:`VLLMPolicy`), else a ``vllm serve`` process from the vLLM environment
     (:class:`~gymflow.policy.vllm_served.VLLMServedPolicy`, ``make setup-vllm``; CPU or GPU),
-    stopped by its ``close()`` or when the program exits."""
-    if not Path(path).is_dir():
+    stopped by its ``close()`` or when the program exits. ``PATH`` may be a ``.gguf`` or
+    ``catalog:NAME`` too: converted once into a folder, as the transformers backend does."""
+    from gymflow.policy.checkpoints import CATALOG_PREFIX, checkpoint_folder
+    from gymflow.policy.gguf_checkpoint import is_gguf
+
+    converted = str(path).startswith(CATALOG_PREFIX) or is_gguf(str(path))
+    if not converted and not Path(path).is_dir():
         raise GymflowError(FailureKind.BAD_REQUEST, f"no model folder at {str(path)!r}")
     try:
         require_vllm()
-    except GymflowError as in_process:
+        in_process = True
+    except GymflowError as missing:
         from gymflow.policy.vllm_engine import vllm_python
 
         try:
             vllm_python()
         except GymflowError as no_env:
             raise GymflowError(
-                FailureKind.BACKEND_UNAVAILABLE, f"{in_process.detail}; or {no_env.detail}"
+                FailureKind.BACKEND_UNAVAILABLE, f"{missing.detail}; or {no_env.detail}"
             ) from None
-        from gymflow.policy.vllm_served import VLLMServedPolicy
+        in_process = False
+    folder = checkpoint_folder(path)
+    if in_process:
+        return VLLMPolicy.from_path(folder)
+    from gymflow.policy.vllm_served import VLLMServedPolicy
 
-        return VLLMServedPolicy.start(path)
-    return VLLMPolicy.from_path(path)
+    return VLLMServedPolicy.start(folder)
 
 
 def sampling_kwargs(

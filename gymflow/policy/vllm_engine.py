@@ -95,6 +95,28 @@ def options_for(model: str | Path, **overrides) -> EngineOptions:
     return EngineOptions(**{"max_model_len": min(context, 4096), **overrides})
 
 
+def engine_environment(threads: int | None = None) -> dict[str, str]:
+    """The engine process's environment variables (``threads``: CPU threads, default all)."""
+    env = dict(os.environ)
+    # the project's packages are not the engine's: only the worker extension's folder
+    env["PYTHONPATH"] = str(WORKER_EXTENSION)
+    env["VLLM_SERVER_DEV_MODE"] = "1"  # /collective_rpc: weight reloads (loopback only)
+    env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    # the engine core runs the model in its own process, not in a further worker process
+    # (one import of torch and vLLM fewer: seconds of start-up on a small machine)
+    env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("VLLM_DO_NOT_TRACK", "1")
+    if not on_cuda():
+        cores = sorted(os.sched_getaffinity(0))
+        if threads is not None:
+            cores = cores[:threads]
+        env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cores))
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    return env
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -162,24 +184,7 @@ class VLLMEngine:
         return cmd
 
     def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # the project's packages are not the engine's: only the worker extension's folder
-        env["PYTHONPATH"] = str(WORKER_EXTENSION)
-        env["VLLM_SERVER_DEV_MODE"] = "1"  # /collective_rpc: weight reloads (loopback only)
-        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
-        # the engine core runs the model in its own process, not in a further worker process
-        # (one import of torch and vLLM fewer: seconds of start-up on a small machine)
-        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        env.setdefault("VLLM_DO_NOT_TRACK", "1")
-        if not on_cuda():
-            cores = sorted(os.sched_getaffinity(0))
-            if self.options.threads is not None:
-                cores = cores[: self.options.threads]
-            env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cores))
-            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
-        return env
+        return engine_environment(self.options.threads)
 
     def _start(self) -> subprocess.Popen:
         with open(self.log_path, "wb") as log:

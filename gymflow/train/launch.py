@@ -76,7 +76,8 @@ def launch(job: LaunchJob, processes: int, timeout_s: float | None = None) -> di
     from gymflow.policy.vllm_engine import free_port
 
     cmd = [
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+        sys.executable, "-m", "accelerate.commands.launch",
+        *(["--multi_gpu"] if processes > 1 else []),  # accelerate refuses it for one
         "--num_processes", str(processes), "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(free_port()),
