@@ -32,7 +32,9 @@ Figures a later run can be compared with, all through the product's own paths:
   since 2026-11-26) and no gradient checkpointing (the shared prompt leaves the activations
   of 2 prompts + 8 completions, ~3 GB, where checkpointing was needed for 8 whole rows).
   ``grpo_step_preset_s``: the ``datasets/smollm2.json`` preset as it stands (shared prompts,
-  gradient checkpointing), to tell the two changes' shares apart.
+  gradient checkpointing), to tell the two changes' shares apart; with ``--vllm`` also
+  ``grpo_step_vllm_s``: the after configuration rolling out on the managed vLLM engine
+  (``vllm: "managed"``, weights synced every step).
 * ``--vllm`` (the vLLM environment, ``make setup-vllm``): vLLM's CPU build on the same prompts
   and model folder, fp32, eager, at each ``--gen-batches`` size: ``vllm_bare_*`` is
   ``LLM.generate`` in a process of its own (one request per prompt, seeded; the engine's
@@ -212,13 +214,14 @@ def sft_step(folder: Path, env, tasks, out: Path, device, suffix="", checkpointi
 
 
 def grpo_step(
-    folder: Path, env, tasks, out: Path, device, suffix="", checkpointing=True, share=True
-) -> dict:
+    folder: Path, env, tasks, out: Path, device, suffix="", checkpointing=True, share=True,
+    vllm="off",
+) -> dict:  # fmt: skip
     settings = GRPOSettings(
         max_steps=STEPS, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
         dynamic_sampling=False, save_every=10**6, time_budget_s=None, seed=0,
         gradient_checkpointing=checkpointing, share_prompts=share, device=device.type,
-        demo_loss=None, task_sampling="uniform",
+        demo_loss=None, task_sampling="uniform", vllm=vllm,
     )  # fmt: skip
     from transformers import TrainerCallback
 
@@ -241,15 +244,21 @@ def grpo_step(
     }
 
 
-def before_after(folder: Path, env, tasks, scratch: Path, device) -> dict:
+def before_after(folder: Path, env, tasks, scratch: Path, device, parts: set[str]) -> dict:
     """SFT and GRPO steps as measured on 2026-11-24 (before) and as configured now (after)."""
     result = {}
-    result.update(sft_step(folder, env, tasks, scratch / "sft-b", device, "_before", True))
-    result.update(sft_step(folder, env, tasks, scratch / "sft-a", device, "_after", False))
-    result.update(grpo_step(folder, env, tasks, scratch / "grpo-b", device, "_before", True, False))
-    result.update(grpo_step(folder, env, tasks, scratch / "grpo-p", device, "_preset", True, True))
-    result.update(grpo_step(folder, env, tasks, scratch / "grpo-a", device, "_after", False, True))
-    for stage in ("sft", "grpo"):
+    if "sft" in parts:
+        result.update(sft_step(folder, env, tasks, scratch / "sft-b", device, "_before", True))
+        result.update(sft_step(folder, env, tasks, scratch / "sft-a", device, "_after", False))
+    if "grpo" in parts:
+        grpo = [("_before", True, False), ("_preset", True, True), ("_after", False, True)]
+        for suffix, checkpointing, share in grpo:
+            out = scratch / f"grpo{suffix}"
+            result.update(grpo_step(folder, env, tasks, out, device, suffix, checkpointing, share))
+    if "vllm" in parts:  # the after configuration, rolling out on the managed vLLM engine
+        out = scratch / "grpo-vllm"
+        result.update(grpo_step(folder, env, tasks, out, device, "_vllm", False, True, "managed"))
+    for stage in [s for s in ("sft", "grpo") if f"{s}_step_before_s" in result]:
         before, after = result[f"{stage}_step_before_s"], result[f"{stage}_step_after_s"]
         result[f"{stage}_speedup"] = round(before / after, 2)
     return result
@@ -383,13 +392,13 @@ def main() -> None:
         result.update(loads)
         if "gen" in parts:
             result.update(generation(folder, tasks, str(device), batches))
-        if "vllm" in parts:
+        if "vllm" in parts and not args.before_after:
             policy = TransformersPolicy.from_path(folder, device="cpu")
             prompts = [policy.encode_prompt(t.prompt, t.tools) for t in tasks]
             del policy
             result.update(vllm_generation(folder, prompts, batches, scratch))
         if args.before_after:
-            result.update(before_after(folder, env, tasks, scratch, device))
+            result.update(before_after(folder, env, tasks, scratch, device, parts))
         else:
             if "sft" in parts:
                 result.update(sft_step(folder, env, tasks, scratch / "sft", device))
