@@ -319,3 +319,21 @@ def test_promote_registers_the_control_when_it_won(gym_home, micro_tool_call_mod
     assert _sha(got) != _sha(micro_tool_call_model)
     reloaded = AutoModelForCausalLM.from_pretrained(got)
     assert torch.equal(next(reloaded.parameters()), next(model.parameters()))
+
+
+def test_a_candidate_equal_to_its_start_is_refused_before_every_task_is_used():
+    """A control that handed back its start (step 0 won its validation) scores what the start
+    scores on every task: no lower bound ever passes 0, so without a futility gain only the
+    whole held-out set would settle it. Its upper bound falls under 0.05 after about a hundred
+    tasks: refused there, settled."""
+    settings = GateSettings()
+    start = _successes(0.6, 1)
+    delta = paired_delta_cs(start, start, short_of=settings.futility_gain)
+    same = Candidate(name="sft_control", summary=_summary(_rows(start)), delta=delta)
+    verdict = choose(_summary(_rows(start)), [same], settings, exhausted=False).verdicts[0]
+    assert not verdict.passed and verdict.settled
+    assert "shown to be under +0.050: not worth more tasks" in verdict.reason
+    assert 64 < delta.short_at < 160, delta.short_at
+    exact = same.model_copy(update={"delta": paired_delta_cs(start, start, short_of=0.0)})
+    open_ = choose(_summary(_rows(start)), [exact], GateSettings(futility_gain=0), exhausted=False)
+    assert not open_.verdicts[0].settled, "without it, every task"

@@ -33,6 +33,13 @@ class Paired(BaseModel):
     """The lower bound passed ``mark``: A − B is shown to exceed it."""
     below: bool = False
     """The upper bound fell under ``mark``: A − B is shown to be below it."""
+    above_at: int = 0
+    """After how many tasks ``above`` first held (0: not yet)."""
+    below_at: int = 0
+    short_at: int = 0
+    """After how many tasks the upper bound first fell under ``short_of`` (0: not yet)."""
+    short_of: float | None = None
+    """A gain too small to be worth it (``GateSettings.futility_gain``), when asked."""
 
     @property
     def settled(self) -> bool:
@@ -49,9 +56,15 @@ class Paired(BaseModel):
 
 
 def paired(
-    a: Sequence[float], b: Sequence[float], alpha: float, mark: float = 0.0, span: float = 1.0
+    a: Sequence[float],
+    b: Sequence[float],
+    alpha: float,
+    mark: float = 0.0,
+    span: float = 1.0,
+    short_of: float | None = None,
 ) -> Paired:
-    """``a`` − ``b`` task by task (values in ``[0, span]``, same tasks in the same order).
+    """``a`` − ``b`` task by task (values in ``[0, span]``, same tasks in the same order);
+    with ``short_of``, also when the upper bound first fell under it (``short_at``).
 
     >>> p = paired([1, 1, 1], [0, 0, 0], alpha=0.05)
     >>> (p.delta, p.n, p.above)  # 3 of 3 improved is not significant
@@ -62,12 +75,17 @@ def paired(
     diffs = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
     cs = ConfidenceSequence(alpha, alpha, -span, span)
     bounds = cs.bounds(diffs)
+    above_at, below_at = cs.first(diffs, mark, +1), cs.first(diffs, mark, -1)
     return Paired(
         delta=bounds.mean,
         n=len(diffs),
         cs=[bounds.lower, bounds.upper],
         alpha=alpha,
         mark=mark,
-        above=cs.above(diffs, mark),
-        below=cs.below(diffs, mark),
+        above=above_at > 0,
+        below=below_at > 0,
+        above_at=above_at,
+        below_at=below_at,
+        short_at=cs.first(diffs, short_of, -1) if short_of is not None else 0,
+        short_of=short_of,
     )

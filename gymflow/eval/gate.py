@@ -8,7 +8,8 @@ stage may evaluate tasks in batches, in a seeded random order, and stop as soon 
 candidate's verdict is settled. A candidate passes when
 
 * its success gain over **the start** (the policy GRPO started from) is significant — the
-  confidence sequence's lower bound is above 0 — and so is its gain over **the champion**
+  confidence sequence's lower bound is above 0, before its upper bound fell under
+  ``futility_gain`` (a gain shown to be too small refuses it) — and so is its gain over **the champion**
   (the registry's ``champion``) when there is one and it is not the start itself. Each
   candidate is tested at ``alpha / K`` (K candidates), so the chance that the gate promotes a
   candidate that does not beat them is at most ``alpha``, whenever it stops;
@@ -71,6 +72,15 @@ class GateSettings(BaseModel):
         description="When both candidates pass, go on until GRPO − control is settled (or "
         "every task is used) before choosing; false: the higher success on the tasks both "
         "were evaluated on.",
+    )
+    futility_gain: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="A candidate shown to gain less than this over the start (or the "
+        "champion) — its upper bound under it before its lower bound passed 0 — is refused "
+        "without more tasks (a candidate equal to its start would otherwise use every task); "
+        "0: only a shown loss is.",
     )
     min_delta_success: float = Field(
         0.0, ge=-1, le=1, description="Held-out success gain required (point estimate)."
@@ -376,14 +386,19 @@ def _gain(label: str, delta: Paired, settings: GateSettings, exhausted: bool):
     """``(text, passed, state)``; ``state`` is ``pass``/``fail`` once settled, else ``open``."""
     d = delta.delta
     if delta.n < settings.min_n:
-        state = "fail" if exhausted else "open"
+        text = f"success gain over {label} on {delta.n} tasks, under min_n {settings.min_n}"
+        return text, False, "fail" if exhausted else "open"
+    short = min((n for n in (delta.short_at, delta.below_at) if n), default=0)
+    if settings.require_ci_above_zero and short and not 0 < delta.above_at <= short:
+        if delta.below_at == short:
+            return f"success over {label} {delta.text()} significantly below it", False, "fail"
+        worth = f"{delta.short_of:+.3f}" if delta.short_of is not None else "0"
         return (
-            f"success gain over {label} on {delta.n} tasks, under min_n {settings.min_n}",
-            (False),
-            state,
-        )
+            f"success gain over {label} {delta.text()} shown to be under {worth}: not worth "
+            "more tasks"
+        ), False, "fail"  # fmt: skip
     if settings.require_ci_above_zero and not delta.above:
-        state = "fail" if delta.below or exhausted else "open"
+        state = "fail" if exhausted else "open"
         return f"success gain over {label} {delta.text()} not significant", False, state
     if d < settings.min_delta_success:
         need = f"{settings.min_delta_success:+.3f}"

@@ -105,6 +105,17 @@ class ConfidenceSequence:
         log_k = _log_capital(x, _bets(x, alpha), m, side)
         return bool(log_k.max() >= math.log(1 / alpha))
 
+    def first(self, values: Sequence[float], m: float, side: int) -> int:
+        """After how many values the lower bound first passed ``m`` (``side`` +1) or the upper
+        bound first fell under it (-1); 0 if it has not."""
+        alpha = self.alpha_lower if side > 0 else self.alpha_upper
+        x = self._scaled(values)
+        if not x.size:
+            return 0
+        log_k = _log_capital(x, _bets(x, alpha), self._m(m), side)
+        hit = np.flatnonzero(log_k >= math.log(1 / alpha))
+        return int(hit[0]) + 1 if hit.size else 0
+
     def above(self, values: Sequence[float], m: float) -> bool:
         """Whether the lower bound has passed ``m``: the mean is shown to exceed ``m``."""
         return self._reached(self._scaled(values), self._m(m), +1, self.alpha_lower)

@@ -132,9 +132,11 @@ def judge(
             Candidate(
                 name=name,
                 summary=with_latency(mine),
-                delta=_success(mine, start, alpha),
+                delta=_success(mine, start, alpha, settings.futility_gain),
                 start_summary=with_latency(start),
-                champion_delta=_success(mine, champ, alpha) if champion_label else None,
+                champion_delta=_success(mine, champ, alpha, settings.futility_gain)
+                if champion_label
+                else None,
                 champion_summary=with_latency(champ) if champion_label else None,
                 env_deltas=_per_env(mine, start, alpha, env_of),
                 champion_env_deltas=_per_env(mine, champ, alpha, env_of) if champion_label else {},
@@ -156,8 +158,9 @@ def judge(
     return HeldOut(rows, candidates, vs_control, result, effort)
 
 
-def _success(a: list[dict], b: list[dict], alpha: float) -> Paired:
-    return paired([float(r["success"]) for r in a], [float(r["success"]) for r in b], alpha)
+def _success(a: list[dict], b: list[dict], alpha: float, short_of: float | None = None) -> Paired:
+    success = [float(r["success"]) for r in a], [float(r["success"]) for r in b]
+    return paired(*success, alpha, short_of=short_of)
 
 
 def _per_env(
