@@ -79,13 +79,16 @@ def test_a_policy_built_on_a_moved_model_follows_it(micro_tool_call_model, promp
 
 def test_trainers_train_where_their_device_setting_says(tmp_path):
     """SFT's and GRPO's TRL configs: ``auto`` trains on CUDA exactly when torch sees a GPU,
-    ``cpu`` always on the CPU; vLLM (GPU only) is refused with ``cpu``."""
+    ``cpu`` always on the CPU; TRL's vLLM modes (GPU only) are refused with ``cpu``, the
+    managed engine (vLLM's CPU build in its own process) is not."""
     from gymflow.train.grpo import GRPOSettings, trainer_config
 
     assert trainer_config(GRPOSettings(), tmp_path, False).use_cpu is not GPU
     assert trainer_config(GRPOSettings(device="cpu"), tmp_path, False).use_cpu is True
-    with pytest.raises(ValueError, match="vllm needs the GPU"):
-        GRPOSettings(vllm="colocate", device="cpu")
+    for mode in ("colocate", "server"):
+        with pytest.raises(ValueError, match="TRL's vllm modes need the GPU"):
+            GRPOSettings(vllm=mode, device="cpu")
+    assert GRPOSettings(vllm="managed", device="cpu").vllm == "managed"
 
 
 @pytest.mark.skipif(GPU, reason="checks the refusal on a machine without a GPU")
