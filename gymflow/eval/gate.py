@@ -35,121 +35,19 @@ passed or not, how many tasks it took and which checkpoint rule chose which step
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import BaseModel, ConfigDict, Field
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from gymflow.data.data_catalog import SETS, unknown_set_text
 from gymflow.eval.evidence import Paired
+from gymflow.eval.gate_settings import GateSettings
 from gymflow.eval.stats import percentile
+
+__all__ = [
+    "Candidate", "Champion", "Effort", "GateResult", "GateSettings", "LATENCY_KEYS", "Verdict",
+    "choice_settled", "choose", "latency_figures",
+]  # fmt: skip
 
 LATENCY_KEYS = {"tokens": "p95_tokens", "seconds": "p95_seconds"}
 """The summary key of each latency measure (:func:`latency_figures`)."""
-
-
-class GateSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    alpha: float = Field(
-        0.05,
-        gt=0,
-        lt=0.5,
-        description="Highest chance that the gate promotes a candidate that does not beat the "
-        "start (and the champion), wherever it stops; split evenly over the candidates.",
-    )
-    sequential: bool = Field(
-        True,
-        description="Evaluate held-out (and guardrail) tasks in batches in a seeded random "
-        "order and stop once every verdict is settled; false: every task, then decide (the "
-        "same rule; for runs whose held-out figures must cover the whole set).",
-    )
-    batch: int = Field(32, ge=1, description="Tasks evaluated between two looks.")
-    min_n: int = Field(
-        32, ge=1, description="Tasks a comparison needs before it can pass (a minimum n)."
-    )
-    settle_choice: bool = Field(
-        False,
-        description="When both candidates pass, go on until GRPO − control is settled (or "
-        "every task is used) before choosing; false: the higher success on the tasks both "
-        "were evaluated on.",
-    )
-    futility_gain: float = Field(
-        0.05,
-        ge=0,
-        le=1,
-        description="A candidate shown to gain less than this over the start (or the "
-        "champion) — its upper bound under it before its lower bound passed 0 — is refused "
-        "without more tasks (a candidate equal to its start would otherwise use every task); "
-        "0: only a shown loss is.",
-    )
-    min_delta_success: float = Field(
-        0.0, ge=-1, le=1, description="Held-out success gain required (point estimate)."
-    )
-    require_ci_above_zero: bool = Field(
-        True, description="The gain's confidence-sequence lower bound must exceed 0."
-    )
-    max_valid_json_drop: float = Field(
-        0.02, ge=0, le=1, description="Allowed drop in valid-JSON rate."
-    )
-    max_unsafe_increase: float = Field(
-        0.01, ge=0, le=1, description="Allowed rise in unsafe-action rate."
-    )
-    latency: Literal["tokens", "seconds"] = Field(
-        "tokens",
-        description="Latency measure: p95 completion tokens per episode (fixed under greedy "
-        "decoding) or p95 seconds per episode (varies with the machine's load).",
-    )
-    max_latency_rise: float = Field(
-        0.25, ge=0, description="Allowed relative rise of p95 latency (0.25 = +25 %)."
-    )
-    general_envs: list[str] = Field(
-        default_factory=lambda: ["math", "games"],
-        description="General capability: held-out sets of these environments (any the run "
-        "trains on is skipped), measured by general_measure.",
-    )
-    general_measure: Literal["gold_probability", "success"] = Field(
-        "gold_probability",
-        description="On general_envs: the per-token probability of each task's gold answer "
-        "(teacher-forced, a forward pass: a tool_call start that solves no math task still "
-        "has something to lose there), or greedy success.",
-    )
-    general_n: int = Field(256, ge=1, description="Held-out tasks per general environment.")
-    general_margin: float = Field(
-        0.05,
-        gt=0,
-        le=1,
-        description="Non-inferiority margin of general capability: a candidate must be shown "
-        "to lose at most this much (success, or gold-answer probability) against the start; "
-        "a set where the start scores at most this is skipped (nothing to lose).",
-    )
-    general_sets: list[str] = Field(
-        default_factory=list,
-        description="General capability on public benchmarks: external held-out sets "
-        "(bfcl:simple_python, bfcl:live_simple; fetched from the package registry on first "
-        "use), greedy success of the start and every candidate, with general_margin.",
-    )
-    general_sets_n: int = Field(
-        100, ge=1, description="Tasks per external set: its first N in the file's order."
-    )
-    drift_max_flip_share: float = Field(
-        0.02,
-        ge=0,
-        le=1,
-        description="Verifier drift sentinel: the run stops (verifier_drift) when more than "
-        "this share of the champion's stored held-out verdicts flip under the current verifier.",
-    )
-
-    @field_validator("general_sets")
-    @classmethod
-    def _known_sets(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name not in SETS:
-                raise ValueError(unknown_set_text(name))
-        return list(dict.fromkeys(value))
-
-    def candidate_alpha(self, candidates: int) -> float:
-        """Each candidate's level: ``alpha`` split over them (a union bound)."""
-        return self.alpha / max(1, candidates)
 
 
 class Verdict(BaseModel):
