@@ -28,6 +28,16 @@ from pathlib import Path
 from gymflow.core.failures import FailureKind, GymflowError
 
 FOLDER = Path(".prefect") / "background"
+_LAUNCH = """\
+import subprocess, sys
+from pathlib import Path
+child = subprocess.Popen(sys.argv[2:], start_new_session=True)
+Path(sys.argv[1]).write_text(f"{child.pid}\\n")
+"""
+"""Started through a launcher that exits at once, so the process is init's child from its first
+moment: a parent that exits later would change its parent pid, which the parent watchdog of
+``gymflow ui`` and ``gymflow deploy`` (:mod:`gymflow.core.watchdog`) reads as its own death
+(it then stops the servers)."""
 NAMES = ("serve", "ui")  # stop order
 
 
@@ -88,14 +98,21 @@ def start(home: Path, name: str, args: list[str], env: dict[str, str]) -> Proces
         )
     folder(home).mkdir(parents=True, exist_ok=True)
     log = folder(home) / f"{name}.log"
-    with log.open("ab") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "gymflow.cli.main", *args], cwd=home, env=env,
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    write_pid(home, name, child.pid)
-    return Process(name, child.pid, True, log)
+    pid_file = folder(home) / f"{name}.pid"
+    pid_file.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "gymflow.cli.main", *args]
+    try:
+        with log.open("ab") as out:
+            subprocess.run(
+                [sys.executable, "-c", _LAUNCH, str(pid_file), *command], cwd=home, env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=True,
+                timeout=120,
+            )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GymflowError(
+            FailureKind.INTERNAL_ERROR, f"could not start the {name}: {exc}: {log_tail(log)}"
+        ) from None
+    return process(home, name)
 
 
 def wait_until(check, proc: Process, timeout_s: float, what: str) -> None:
@@ -144,7 +161,7 @@ def stop(home: Path, grace_s: float = 30.0) -> list[str]:
 def answers(url: str) -> bool:
     """True when a Prefect API answers ``/health`` at ``url`` (``…/api``)."""
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
             return response.status == 200
     except OSError:
         return False
@@ -166,19 +183,22 @@ def ui_json(home: Path) -> dict:
 
 
 def _is_ours(pid: int | None) -> bool:
-    """``pid`` is alive and runs gymflow's command line (not a recycled pid)."""
+    """``pid`` is alive (not a zombie) and runs gymflow's command line (not a recycled pid).
+
+    A process in the middle of ``exec`` (slow under disk load) shows an empty command line for
+    a while: that counts as ours, its state says it is alive.
+    """
     if pid is None:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+    except (ProcessLookupError, PermissionError):
         return False
     try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+    except (OSError, IndexError):
         return True  # no /proc: trust the pid
-    if not cmdline:  # a zombie: exited, not yet reaped
+    if state in ("Z", "X"):  # exited, not yet reaped
         return False
-    return b"gymflow" in cmdline
+    return not cmdline or b"gymflow" in cmdline

@@ -32,8 +32,6 @@ def serve_until_stopped(deployments: list, api_url: str, grace_s: float = GRACE_
     from prefect.runner import Runner
 
     runner = Runner(pause_on_shutdown=False)
-    for deployment in deployments:
-        runner.add_deployment(deployment)
     stopping = threading.Event()
 
     def force_exit(code: int, why: str) -> None:
@@ -51,16 +49,20 @@ def serve_until_stopped(deployments: list, api_url: str, grace_s: float = GRACE_
         timer.daemon = True
         timer.start()
 
-    def on_sigterm(*args) -> None:  # the runner installs this as its SIGTERM handler
+    def on_sigterm(*args) -> None:  # also what the runner installs as its SIGTERM handler
         begin_stop("SIGTERM")
-        Runner.handle_sigterm(runner)
+        sys.exit(0)  # unwinds asyncio.run: the runner leaves its context, its runs are ended
 
     def on_sigint(signum, frame) -> None:
         begin_stop("Ctrl-C")
         raise KeyboardInterrupt
 
     runner.handle_sigterm = on_sigterm
+    signal.signal(signal.SIGTERM, on_sigterm)  # from now: registering takes a while
     signal.signal(signal.SIGINT, on_sigint)
     with contextlib.suppress(KeyboardInterrupt, SystemExit):  # how a stop ends the runner
+        for deployment in deployments:
+            runner.add_deployment(deployment)  # registers it with the server
+        print(f"{len(deployments)} deployments registered; running their flow runs", flush=True)
         asyncio.run(runner.start())
     return 0

@@ -115,3 +115,17 @@ def test_promote_then_rollback_walks_the_history(three_versions):
     ]
     assert any("hotfix (gymflow promote)" in m for m in moves)
     assert any("manual rollback (gymflow rollback)" in m for m in moves)
+
+
+def test_name_reaches_any_registered_model(three_versions):
+    """``--name``: a custom ``registered_model`` or a mix's model is reached by its name."""
+    by_name = _gymflow("models", "list", "--name", NAME)
+    assert by_name.exit_code == 0, by_name.output
+    assert by_name.output == _gymflow("models", "list", "--env", ENV).output
+    result = _gymflow("promote", "9", "--name", NAME)
+    assert result.exit_code == 2 and "no version '9' (versions: 3, 2, 1)" in result.output
+    missing = _gymflow("models", "list", "--name", "my-custom-model")
+    assert missing.exit_code == 2
+    (line,) = missing.output.strip().splitlines()
+    assert line.startswith("error: [bad_request] no registered model my-custom-model")
+    assert "registered: " in line and NAME in line and "pass --name" in line

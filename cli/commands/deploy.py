@@ -89,6 +89,7 @@ def deploy(
         _stop(home)
         return
     configure_prefect(home)  # finds a running `gymflow ui` of this project
+    _find_server(home)
     if status:
         raise typer.Exit(_status(home))
     chosen = _deployments(config, sets, smoke, cron, eval_cron, collect_options, collect_cron, name)
@@ -144,12 +145,13 @@ def _foreground(home: Path, chosen: list, wait: float) -> None:
 
     from gymflow.cli.errors import fail
     from gymflow.deployments import background
-    from gymflow.lifecycle.home import use_project_server
 
     deadline = time.monotonic() + wait
-    while "PREFECT_API_URL" not in os.environ and time.monotonic() < deadline:
+    while "PREFECT_API_URL" not in os.environ:
+        _find_server(home)
+        if time.monotonic() > deadline:
+            break
         time.sleep(1)
-        use_project_server(home)
     if "PREFECT_API_URL" not in os.environ:
         fail(
             "bad_request",
@@ -169,6 +171,18 @@ def _foreground(home: Path, chosen: list, wait: float) -> None:
         background.forget_pid(home, "serve", pid)
     typer.echo("stopped serving")
     raise typer.Exit(code)
+
+
+def _find_server(home: Path) -> None:
+    """Set ``PREFECT_API_URL`` to the project's ``gymflow ui`` server if it answers (a patient
+    check: a loaded machine's server may take seconds to answer ``/health``)."""
+    from gymflow.deployments import background
+    from gymflow.lifecycle.home import use_project_server
+
+    use_project_server(home)
+    url = background.ui_json(home).get("prefect")
+    if "PREFECT_API_URL" not in os.environ and url and background.answers(f"{url}/api"):
+        os.environ["PREFECT_API_URL"] = f"{url}/api"
 
 
 def _background(home: Path, ports: list[str], forwarded: list[str], names: list[str]) -> None:

@@ -92,7 +92,7 @@ def start_run(
     whole.update(now="starting Prefect")
     from gymflow.flows.lifecycle import lifecycle
 
-    resume = f"gymflow rerun {run_id}"
+    resume = f"gymflow rerun {run_id}" + (f" --out {out}" if out is not None else "")
     try:
         summary = lifecycle(ctx, cfg)
     except GymflowError as exc:
@@ -110,6 +110,7 @@ def start_run(
         raise typer.Exit(1) from None
     finally:
         whole.close()
+        progress.close_all()  # a failed stage may have left its tracker open
     typer.echo(render_table(summary))
     if quiet:
         return

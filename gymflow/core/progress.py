@@ -179,6 +179,14 @@ def track(label: str, total: int | None = None, unit: str = "step", **kw) -> Ite
         tracker.close()
 
 
+def close_all() -> None:
+    """Forget every open tracker, in every thread, and stop the bar (a command's last word)."""
+    with _lock:
+        for tracker in list(_open):
+            tracker.close()
+        _stop_bar()
+
+
 def innermost() -> Tracker | None:
     stack = _stack()
     return stack[-1] if stack else None
