@@ -132,7 +132,7 @@ class Tracker:
             parts = [f"{self.done} {self.unit}s"]
         else:
             parts = [f"running {clock(time.monotonic() - self.opened)}"]
-        parts += [f"{_name(name)} {_figure(name, v)}" for name, v in self.fields.items()]
+        parts += self.figures()
         eta = self.eta_s()
         if eta is not None and (self.total is not None or self.budget_s is not None):
             parts.append(f"eta {clock(eta)}")
@@ -140,6 +140,10 @@ class Tracker:
         if left is not None:
             parts.append(f"budget left {clock(left)}")
         return f"{self.label}: " + " · ".join(parts)
+
+    def figures(self) -> list[str]:
+        """The figures set by updates, as shown: ``["reward 0.53", "zero-variance 20%"]``."""
+        return [f"{_name(name)} {_figure(name, v)}" for name, v in self.fields.items()]
 
     def close(self, outcome: str | None = None) -> None:
         """Forget the tracker; print ``outcome`` (e.g. ``done in 12.0 s``) if given."""

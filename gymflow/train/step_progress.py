@@ -3,7 +3,7 @@
 :func:`step_progress` returns a ``transformers.TrainerCallback`` for ``run_sft`` and
 ``run_grpo``'s ``callbacks``. It opens a tracker when training begins (at the step a resumed
 run starts from), moves it at every optimizer step, shows figures the trainer logs (SFT's
-loss), and closes it when training ends. With a time budget the time left of it
+loss), and closes it when training ends with one line saying where it stopped. With a time budget the time left of it
 counts the earlier attempts' training time too (read from the checkpoint resumed from, as
 :mod:`gymflow.train.resume` keeps it), like the budget itself does.
 """
@@ -52,8 +52,11 @@ def step_progress(
             return control
 
         def on_train_end(self, args, state, control, **kw):
-            if self.tracker is not None:
-                self.tracker.close()
+            if self.tracker is not None:  # one last line: the step it stopped at, its figures
+                t = self.tracker
+                took = progress.clock(time.monotonic() - t.opened)
+                said = [f"trained to step {state.global_step}/{max_steps} in {took}", *t.figures()]
+                t.close(" · ".join(said))
                 self.tracker = None
             return control
 

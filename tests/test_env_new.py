@@ -1,0 +1,101 @@
+"""``gymflow env new demo_env && gymflow env check demo_env && gymflow run --smoke --set
+env=demo_env``, typed as a user would in an empty folder, passes as generated.
+
+The commands run in a Python environment of their own (a venv that sees gymflow's installed
+packages through a ``.pth`` line, with its own ``gymflow`` script), so the scaffold's editable
+install lands there and never in the project's venv that other tests use. The run's output is
+the transcript a CI log gets (stdout is a pipe): progress lines at least every 15 s through SFT
+and GRPO; then ``gymflow rerun RUN --quiet`` prints the table and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+COMMANDS = (
+    "gymflow env new demo_env && gymflow env check demo_env && "
+    "gymflow run --smoke --set env=demo_env"
+)
+STAMP = re.compile(r"^\[\s*(?:(\d+):)?(\d+):(\d\d)\] (.*)$")
+
+
+@pytest.fixture
+def user_venv(tmp_path) -> Path:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    main_site = sysconfig.get_paths()["purelib"]  # gymflow and its dependencies, as installed
+    (site / "gymflow_main.pth").write_text(f"import site; site.addsitedir({main_site!r})\n")
+    script = venv / "bin" / "gymflow"  # what pip writes for a console script
+    script.write_text(
+        f"#!{venv}/bin/python\nimport sys\nfrom gymflow.cli.main import app\n"
+        "if __name__ == '__main__':\n    sys.exit(app())\n"
+    )
+    script.chmod(0o755)
+    return venv
+
+
+def _timeline(stdout: str) -> list[tuple[int, str]]:
+    """``(seconds since start, text)`` of every progress line."""
+    out = []
+    for line in stdout.splitlines():
+        if m := STAMP.match(line):
+            hours, minutes, seconds, text = m.groups()
+            out.append((int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds), text))
+    return out
+
+
+@pytest.mark.slow
+def test_a_new_environment_checks_and_runs_as_generated(tmp_path, user_venv):
+    work = tmp_path / "work"
+    work.mkdir()
+    env = os.environ | {
+        "PATH": f"{user_venv / 'bin'}:{os.environ['PATH']}",
+        "GYMFLOW_HOME": str(work),
+    }
+    for name in [n for n in env if n.startswith(("PREFECT_", "MLFLOW_", "GYMFLOW_PROGRESS"))]:
+        del env[name]  # settings this pytest process may hold for another home
+    done = subprocess.run(
+        ["bash", "-c", COMMANDS], cwd=work, env=env, capture_output=True, text=True, timeout=2400
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "demo_env: 10 files in" in out and f"installed (editable) into {user_venv}" in out
+    assert re.search(r"demo_env: \d+ gold episodes, \d+ probes, 0 problems", out), out
+    assert list(user_venv.glob("lib/python*/site-packages/__editable__*demo_env*"))
+    assert not list(Path(sysconfig.get_paths()["purelib"]).glob("__editable__*demo_env*"))
+
+    (run_dir,) = (work / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "demo_env" and summary["registry"]["version"]
+
+    timeline = _timeline(out)
+    texts = [text for _, text in timeline]
+    start = texts.index("sft: started")
+    end = next(i for i, text in enumerate(texts) if text.startswith("grpo: done"))
+    training = [t for t, _ in timeline[start : end + 1]]
+    gaps = [b - a for a, b in zip(training, training[1:], strict=False)]
+    assert max(gaps) <= 15, f"silent for {max(gaps)} s during training:\n" + "\n".join(texts)
+    assert any(text.startswith("sft: step ") and "eta" in text for text in texts)
+    assert any(
+        text.startswith("grpo: trained to step 3/3 in ") and "zero-variance" in text
+        for text in texts
+    ), texts
+    assert "gymflow run" in out.split(texts[-1], 1)[1], "the table comes after the progress"
+
+    quiet = subprocess.run(
+        ["gymflow", "rerun", run_dir.name, "--quiet"], cwd=work, env=env, capture_output=True,
+        text=True, timeout=1200,
+    )  # fmt: skip
+    assert quiet.returncode == 0, quiet.stdout[-3000:] + quiet.stderr[-3000:]
+    assert not _timeline(quiet.stdout), quiet.stdout
+    assert f"gymflow run {run_dir.name}" in quiet.stdout.splitlines()[0]
+    assert "summary:" not in quiet.stdout and "Prefect flow run" not in quiet.stdout
