@@ -44,7 +44,7 @@ from gymflow.lifecycle.training_inputs import (
 )
 from gymflow.rollout.store import ROLLOUTS_DIR, Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
-from gymflow.train import twin_clock
+from gymflow.train import readiness, twin_clock
 from gymflow.train.checkpoint_choice import (
     CONTROL_VALIDATION_METRIC,
     VALIDATION_FILE,
@@ -52,6 +52,7 @@ from gymflow.train.checkpoint_choice import (
     ChosenCheckpoint,
     validation_callback,
 )
+from gymflow.train.curriculum import CurriculumPool, level_of
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import run_sft
 from gymflow.train.step_progress import step_progress
@@ -213,11 +214,15 @@ def grpo_stage(
             )
 
         settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
+        ready, task_pool = None, None
+        if settings.preflight is not None:  # is the start inside the learnable band?
+            ready, pool, task_pool = _preflight(servers, start, pool, settings, folder)
         lineage = Lineage(run.run_id, 0, 0, "grpo", env.name, data.env_version, data.dataset_hash)
         mix = {name: pair for name, pair in servers.items() if name != cfg.env}
         source = RolloutSource(
             env, app, pool, settings, run.dir, lineage, on_batch=log_batch,
             pool_file=folder / TASK_POOL_FILE, mix=mix, weights=cfg.env_weights,
+            task_pool=task_pool,
         )  # fmt: skip
         callbacks = fail_after_checkpoint(run.dir, "grpo")
         callbacks = [*callbacks, step_progress("grpo", settings.max_steps, settings.time_budget_s)]
@@ -254,8 +259,37 @@ def grpo_stage(
         choice=ChosenCheckpoint(**choice) if choice else None,
         stopped_by=result["stopped_by"],
         samples=result["steps"] * cfg.grpo.prompts_per_step * cfg.grpo.num_generations,
+        preflight=ready.model_dump() if ready is not None else None,
         stage=info,
     )
+
+
+def _preflight(servers: Servers, start: Checkpoint, pool: list, settings, folder: Path):
+    """GRPO's RL-readiness preflight (:mod:`gymflow.train.readiness`): said in one line,
+    logged, refused when ``on_outside`` says so. With difficulty levels, the curriculum: the
+    difficulty pool limited to the open levels (:class:`CurriculumPool`), or with uniform
+    sampling the pool cut to them. Returns ``(readiness, pool, task pool or None)``."""
+    import mlflow
+
+    out = folder / readiness.PREFLIGHT_FILE
+    ready = readiness.preflight(
+        servers, start.path, pool, settings.num_generations, settings.temperature,
+        settings.max_new_tokens, settings.preflight, settings.seed, out,
+    )  # fmt: skip
+    progress.note(ready.message)
+    mlflow.log_metrics(readiness.metrics(ready))
+    mlflow.log_artifact(str(out))
+    readiness.enforce(ready, settings.preflight)
+    if ready.open_levels is None:
+        return ready, pool, None
+    if settings.task_sampling == "uniform":
+        return ready, [t for t in pool if level_of(t) in ready.open_levels], None
+    rates = {int(level): figures.pass_at_1 for level, figures in ready.levels.items()}
+    task_pool = CurriculumPool(
+        pool, settings.task_pool, rates, settings.preflight.band, settings.preflight.curriculum,
+        settings.seed, folder / TASK_POOL_FILE,
+    )  # fmt: skip
+    return ready, pool, task_pool
 
 
 @task(name="sft_control", **STAGE_OPTIONS)

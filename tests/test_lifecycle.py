@@ -177,6 +177,10 @@ def test_summary_and_registry_agree_with_gate(finished_run):
     machine = summary["machine"]  # GRPO's steps depend on it: runs say where they ran
     assert machine["cores"] == os.cpu_count() and machine["cpu"]
     assert f"Machine: {machine['cpu']}" in (Path(ctx.run_dir) / "report.md").read_text()
+    pre = summary["grpo"]["preflight"]  # the RL-readiness preflight, beside what GRPO measured
+    assert pre["verdict"] in {"in_band", "too_easy", "too_hard", "flat"} and pre["tasks"] > 0
+    assert summary["grpo"]["zero_variance_share"] is not None
+    assert "GRPO preflight: " in (Path(ctx.run_dir) / "report.md").read_text()
     reg = summary["registry"]
     version = MlflowClient().get_model_version(reg["model"], reg["version"])
     assert version.tags["gate_passed"] == str(summary["gate"]["passed"])

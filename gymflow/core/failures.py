@@ -81,6 +81,8 @@ class FailureKind(StrEnum):
     """Another process holds the folder's writer lock (two collectors into one folder)."""
     STAGE_ABANDONED = "stage_abandoned"
     """A stage running beside another stopped because that one failed (the SFT control)."""
+    START_NOT_LEARNABLE = "start_not_learnable"
+    """GRPO's preflight found the start outside the learnable band and was told to refuse."""
     # answers graded against a reference (environments/judge, environments/reasoning_gym)
     NO_ANSWER = "no_answer"
     """The reply holds no answer to grade (empty, or not in the answer format asked for)."""

@@ -20,6 +20,7 @@ from gymflow.lifecycle.summary import (
     GENERAL_TABLE_HEADER,
     env_table_rows,
     general_table_rows,
+    preflight_line,
 )
 
 _RATES = ("success", "reward", "valid_json")
@@ -56,6 +57,7 @@ def summary_markdown(summary: dict) -> str:
         f"GRPO − start: {100 * h['delta_success']:+.1f} points (95% CI [{100 * lo:+.1f}, "
         f"{100 * hi:+.1f}])",
         "",
+        *([line, ""] if (line := preflight_line(summary)) else []),
         f"**Gate: {'PASSED' if gate['passed'] else 'not passed'}** — {gate['reason']}",
         "",
         *_drift_lines(summary.get("verifier_drift")),

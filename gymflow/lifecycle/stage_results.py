@@ -153,6 +153,9 @@ class GRPOResult(Checkpoint):
     samples: int | None = None
     """Completions trained on (steps × prompts per step × generations); ``dynamic_sampling``
     counts the groups generated, refills included."""
+    preflight: dict[str, Any] | None = None
+    """The RL-readiness preflight's figures and verdict (:class:`gymflow.train.readiness.
+    Readiness`); None when ``grpo.preflight`` is off."""
 
 
 class SFTControlResult(Checkpoint):

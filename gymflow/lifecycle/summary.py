@@ -74,6 +74,8 @@ def build_summary(
             "pool": grpo.pool,
             "stopped_by": grpo.stopped_by,
             "samples": grpo.samples,
+            "zero_variance_share": zero_variance_share(grpo.dynamic_sampling),
+            "preflight": grpo.preflight,
         },
     }
     if (sft := results.sft) is not None:
@@ -101,6 +103,40 @@ def build_summary(
             "ci95": versus.ci95 if versus else None,
         }
     return summary
+
+
+def zero_variance_share(dynamic_sampling: dict) -> float | None:
+    """The share of GRPO's groups (refills included) whose rewards were all equal.
+
+    >>> zero_variance_share({"groups_generated": 80, "groups_zero_variance": 20})
+    0.25
+    """
+    generated = dynamic_sampling.get("groups_generated") or 0
+    return dynamic_sampling.get("groups_zero_variance", 0) / generated if generated else None
+
+
+def preflight_line(summary: dict) -> str | None:
+    """The preflight's prediction beside what GRPO measured, in one line (None without one).
+
+    >>> preflight_line({"grpo": {"zero_variance_share": 0.31, "preflight": {"verdict": "in_band",
+    ...     "pass_at_1": 0.42, "group_size": 8, "pass_at_k": 0.9, "predicted_zero_variance": 0.22,
+    ...     "open_levels": None}}})
+    'GRPO preflight: in band (pass@1 0.42, pass@8 0.90); zero-variance groups predicted 22 %, GRPO measured 31 %'
+    """
+    grpo = summary.get("grpo", {})
+    pre = grpo.get("preflight")
+    if not pre:
+        return None
+    verdict = pre["verdict"].replace("_", " ")
+    levels = pre.get("open_levels")
+    where = f"; curriculum levels {', '.join(map(str, levels))}" if levels else ""
+    line = (
+        f"GRPO preflight: {verdict} (pass@1 {pre['pass_at_1']:.2f}, pass@{pre['group_size']} "
+        f"{pre['pass_at_k']:.2f}{where}); zero-variance groups predicted "
+        f"{100 * pre['predicted_zero_variance']:.0f} %"
+    )
+    measured = grpo.get("zero_variance_share")
+    return line + (f", GRPO measured {100 * measured:.0f} %" if measured is not None else "")
 
 
 def _per_env(gate, rates) -> dict:
@@ -277,6 +313,8 @@ def render_table(summary: dict) -> str:
             f"GRPO minus SFT control {c['grpo_minus_control']:+.3f} (95% CI [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}])"
         )
     for line in training_lines(summary):
+        console.print(line)
+    if (line := preflight_line(summary)) is not None:
         console.print(line)
     gate = summary["gate"]
     console.print(f"gate: {'PASSED' if gate['passed'] else 'FAILED'} — {gate['reason']}")

@@ -47,6 +47,7 @@ from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.demo_loss import DemoLoss, DemoLossSettings, with_demo_loss
 from gymflow.train.distributed import agreed, gather, is_main, shard
 from gymflow.train.lr_schedule import Schedule, with_progress_schedule
+from gymflow.train.readiness import PreflightSettings
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
 from gymflow.train.shared_prompt import with_shared_prompts
 from gymflow.train.success_replay import SuccessReplay
@@ -125,6 +126,12 @@ class GRPOSettings(BaseModel):
     )
     task_pool: TaskPoolSettings = Field(
         default_factory=TaskPoolSettings, description='The "difficulty" pool\'s weights.'
+    )
+    preflight: PreflightSettings | None = Field(
+        default_factory=PreflightSettings,
+        description="Before the first step: pass@1, pass@G and the expected zero-variance "
+        "share of the start on a sample of the pool, a verdict against the learnable band, "
+        "and the curriculum's levels (gymflow.train.readiness); null: no preflight.",
     )
     demo_loss: DemoLossSettings | None = Field(
         default_factory=DemoLossSettings,
@@ -221,7 +228,8 @@ class RolloutSource:
 
     With ``task_sampling="difficulty"`` the tasks of a step (and dynamic sampling's
     replacements) come from a :class:`~gymflow.train.task_pool.TaskPool` instead of the ids
-    TRL's sampler handed over; its ledger is ``pool_file`` (kept across a resume).
+    TRL's sampler handed over; its ledger is ``pool_file`` (kept across a resume). ``task_pool``
+    hands in a pool built elsewhere (the curriculum's, :mod:`gymflow.train.curriculum`).
 
     Several environments (``mix``: ``{name: (environment, app)}`` beside ``env``, ``weights``
     per name): each step's tasks and dynamic sampling's replacements are drawn by weight
@@ -242,6 +250,7 @@ class RolloutSource:
         pool_file: Path | None = None,
         mix: dict[str, tuple[Environment, object]] | None = None,
         weights: dict[str, float] | None = None,
+        task_pool: TaskPool | None = None,
     ) -> None:
         self.env, self.app, self.settings, self.on_batch = env, app, settings, on_batch
         self.envs = {env.name: (env, app)} | dict(mix or {})
@@ -251,7 +260,9 @@ class RolloutSource:
         self.pool_ids = [t.task_id for t in pool]
         self.task_pool = None
         if settings.task_sampling == "difficulty":
-            self.task_pool = TaskPool(self.pool_ids, settings.task_pool, settings.seed, pool_file)
+            self.task_pool = task_pool or TaskPool(
+                self.pool_ids, settings.task_pool, settings.seed, pool_file
+            )
         self.replay = None  # the verified successes demo_loss imitates, when it asks for them
         if settings.demo_loss is not None and settings.demo_loss.success_share > 0:
             self.replay = SuccessReplay(settings.seed)

@@ -141,6 +141,11 @@ ADVICE: dict[str, str] = {
     "`--out`); the message names its pid. Wait for it, or use another folder.",
     "stage_abandoned": "The SFT control stopped because GRPO, beside it, failed (or the run's "
     "process died). Fix GRPO's failure and resume: both resume from their checkpoints.",
+    "start_not_learnable": 'GRPO\'s preflight (`grpo.preflight`, `on_outside: "refuse"`) '
+    "found the start outside the learnable band; the message has its pass@1, pass@G and "
+    "expected zero-variance share. Too easy: hand over from SFT earlier, raise "
+    "`grpo.temperature`, or harder tasks; too hard: more SFT first, or easier tasks. See "
+    "[RL readiness](../how-to/rl-readiness.md).",
     # an LLM judge as verifier, and third-party scorers
     "judge_not_configured": "The `judge` environment needs a judge: set `GYMFLOW_JUDGE_URL` "
     "(an OpenAI-compatible server).",

@@ -409,7 +409,16 @@ NOTES: dict[str, str] = {
     "rollouts/zero_variance_share": "GRPO step: share of groups whose samples all had one "
     "reward (they teach nothing; dynamic sampling replaces them).",
     "task_pool/<kind>": "GRPO step: tasks of the difficulty pool per class (new, learning, "
-    "solved, failed).",
+    "solved, failed); with the curriculum also the easiest and hardest level open.",
+    "preflight/pass_at_1": "GRPO's preflight (`grpo.preflight`): the start's mean sampled "
+    "success on a sample of the pool at GRPO's temperature …",
+    "preflight/pass_at_k": "… pass@G, G the group size …",
+    "preflight/zero_variance_share": "… the expected share of zero-variance groups on the "
+    "whole pool …",
+    "preflight/predicted_zero_variance_share": "… and on the levels the curriculum opens "
+    "(the whole pool without one) …",
+    "preflight/in_band": "… 1 when the start is inside the learnable band …",
+    "preflight/wall_s": "… and the seconds the preflight took.",
     "rollouts/<name>/success_rate": "On a mix, per environment: success of the episodes "
     "generated …",
     "rollouts/<name>/groups_trained": "… groups trained on …",
