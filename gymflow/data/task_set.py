@@ -51,9 +51,9 @@ def tasks_from_drafts(
             Task(
                 task_id=f"{env.name}-{digest[:12]}",
                 env=env.name,
-                split=split_of(key, heldout_frac, val_frac),
+                split=draft.split or split_of(key, heldout_frac, val_frac),
                 prompt=draft.prompt,
-                tools=env.tool_schemas,
+                tools=env.tool_schemas if draft.tools is None else draft.tools,
                 ground_truth=draft.ground_truth,
                 generator=f"{env.name}/{env.version}",
                 seed=draft.seed,

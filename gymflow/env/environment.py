@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
-from gymflow.core.task_record import Task
+from gymflow.core.task_record import Split, Task
 from gymflow.env.tool_schema import ToolSpec, tool_spec
 
 
@@ -36,6 +36,11 @@ class TaskDraft:
     prompt: list[dict]
     ground_truth: dict
     seed: int
+    tools: list[dict] | None = None
+    """The tools this task shows (OpenAI function schemas); None: the environment's own."""
+    split: Split | None = None
+    """A split the generator fixes ("heldout" for tasks on tools training must never show);
+    None: drawn from the prompt's hash like every other task's."""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ the **frontier**, the levels whose pass rate lies inside the learnable band:
 * the start's pass rate per level comes from the preflight (:mod:`gymflow.train.readiness`);
 * during GRPO, a level's rate is the mean latest pass rate of its tasks the difficulty pool
   has drawn (:class:`~gymflow.train.task_pool.TaskPool`), once ``min_seen`` of them have been;
-* :func:`frontier` opens the levels inside the band; with none inside, the one nearest to it
-  (the harder one on a tie). As the policy solves a level its rate passes the band's top, the
-  level closes and the next one — a harder level that has come within reach, or the nearest
-  left — opens: the frontier fills as tasks are solved.
+* :func:`frontier` opens the levels inside the band; with none inside, the easiest level below
+  it (the next step up: a harder level's rate is the preflight's until the pool draws it, and
+  the policy that outgrew the levels below has usually come closer to it), or, when every
+  level is above the band, the hardest. As the policy solves a level its rate passes the
+  band's top, the level closes and the next one opens: the frontier fills as tasks are solved.
 
 :class:`CurriculumPool` is the difficulty pool with draws limited to the open levels (topped up
 from the others when the open ones run short, so a batch is always full). Its state is the
@@ -50,26 +51,22 @@ def level_of(task: Task) -> int | None:
 
 
 def frontier(rates: dict[int, float], band: tuple[float, float]) -> list[int]:
-    """The levels to draw from: those whose pass rate is inside ``band``, else the one
-    nearest to it (the harder, i.e. higher, level on a tie).
+    """The levels to draw from: those whose pass rate is inside ``band``; with none inside,
+    the easiest level below the band, or with none below, the hardest (higher = harder).
 
     >>> frontier({0: 0.98, 1: 0.7, 2: 0.3, 3: 0.0}, (0.1, 0.9))
     [1, 2]
-    >>> frontier({0: 1.0, 1: 0.95, 2: 0.02}, (0.1, 0.9))
-    [1]
-    >>> frontier({0: 0.0, 1: 0.0}, (0.1, 0.9))
-    [1]
+    >>> frontier({0: 1.0, 1: 0.95, 2: 0.02, 3: 0.0}, (0.1, 0.9))
+    [2]
+    >>> frontier({0: 1.0, 1: 0.95}, (0.1, 0.9)), frontier({0: 0.0, 1: 0.0}, (0.1, 0.9))
+    ([1], [0])
     """
     low, high = band
     inside = sorted(level for level, rate in rates.items() if low <= rate <= high)
     if inside or not rates:
         return inside
-
-    def distance(level: int) -> tuple[float, int]:
-        rate = rates[level]
-        return (low - rate if rate < low else rate - high, -level)
-
-    return [min(rates, key=distance)]
+    below = [level for level, rate in rates.items() if rate < low]
+    return [min(below)] if below else [max(rates)]
 
 
 class CurriculumPool(TaskPool):
