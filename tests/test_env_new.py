@@ -84,7 +84,9 @@ def test_a_new_environment_checks_and_runs_as_generated(tmp_path, user_venv):
     training = [t for t, _ in timeline[start : end + 1]]
     gaps = [b - a for a, b in zip(training, training[1:], strict=False)]
     assert max(gaps) <= 15, f"silent for {max(gaps)} s during training:\n" + "\n".join(texts)
-    assert any(text.startswith("sft: step ") and "eta" in text for text in texts)
+    sft = [t for t, text in timeline if text.startswith("sft: ")]
+    if sft[-1] - sft[0] > 12:  # SFT outlasted a line's interval (10 s): a line said its ETA
+        assert any(text.startswith("sft: step ") and "eta" in text for text in texts), texts
     assert any(
         text.startswith("grpo: trained to step 3/3 in ") and "zero-variance" in text
         for text in texts

@@ -41,7 +41,7 @@ def _wait_for_control_worker(
         assert run.poll() is None, "the run ended before GRPO started"
         found = descendants(run.pid)
         if (run_dir / "sft").exists() and any("spawn_main" in _cmdline(pid) for pid in found):
-            time.sleep(2)  # let the worker settle into training
+            time.sleep(1)  # the watchdog (every 0.5 s) has recorded the worker
             return descendants(run.pid)
         time.sleep(0.5)
     raise AssertionError("no SFT-control worker appeared")
@@ -50,7 +50,12 @@ def _wait_for_control_worker(
 def test_killed_run_leaves_no_orphans_and_resumes(tmp_path):
     env = {**os.environ, "GYMFLOW_HOME": str(tmp_path / "home")}
     env.pop("PREFECT_API_URL", None)  # the run starts its own temporary Prefect server
-    args = [GYMFLOW, "run", "--smoke", "--run-id", "killed", "--out", str(tmp_path / "runs")]
+    # GRPO gets 10 steps, not the smoke's 3: on a fast machine 3 end (and the control worker with
+    # them) within two seconds of the worker's start, before the kill can find both training.
+    args = [
+        GYMFLOW, "run", "--smoke", "--set", "grpo.max_steps=10", "--run-id", "killed",
+        "--out", str(tmp_path / "runs"),
+    ]  # fmt: skip
     run = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         children = _wait_for_control_worker(run, tmp_path / "runs" / "killed", timeout_s=600)
@@ -73,5 +78,5 @@ def test_killed_run_leaves_no_orphans_and_resumes(tmp_path):
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((tmp_path / "runs" / "killed" / "summary.json").read_text())
-    assert summary["grpo"]["steps"] == 3
+    assert summary["grpo"]["steps"] == 10
     print(f"resume finished in {time.monotonic() - started:.0f} s")
