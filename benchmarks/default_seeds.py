@@ -1,6 +1,7 @@
 """The default's learning on several seeds: start → GRPO, the SFT control, GRPO − control.
 
-    python benchmarks/default_seeds.py --seeds 10-19 [--config F] [--work DIR] [--out FILE]
+    python benchmarks/default_seeds.py --seeds 10-19 [--config F] [--set KEY=VALUE]...
+                                       [--work DIR] [--out FILE]
 
 Each seed is one ``gymflow run --seed S`` (the product's own command, the embedded default or
 ``--config``) in a fresh project home, one after another — never two at once: GRPO and its
@@ -97,11 +98,13 @@ def seed_row(seed: int, summary: dict, wall_s: float) -> dict:
     }
 
 
-def run_seed(seed: int, config: Path | None, work: Path) -> dict:
-    """``gymflow run --seed S`` in a fresh home under ``work``; its row."""
+def run_seed(seed: int, config: Path | None, work: Path, sets: list[str] = ()) -> dict:
+    """``gymflow run --seed S`` in a fresh home under ``work`` (``sets``: ``--set`` overrides,
+    e.g. ``gate.sequential=false`` for held-out figures on every task); its row."""
     home = Path(tempfile.mkdtemp(prefix=f"seed{seed}-", dir=work))
     gymflow = str(Path(sys.executable).parent / "gymflow")
     cmd = [gymflow, "run", "--seed", str(seed), *(["--config", str(config)] if config else [])]
+    cmd += [arg for kv in sets for arg in ("--set", kv)]
     started = time.monotonic()
     with (home / "run.log").open("w") as log:
         done = subprocess.run(cmd, env=os.environ | {"GYMFLOW_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT, cwd=home)  # fmt: skip
@@ -117,13 +120,15 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--seeds", default="10-19", help='e.g. "10-19" or "0,1,2"')
     parser.add_argument("--config", type=Path, help="a LifecycleConfig JSON (default: none)")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for every seed's run (gymflow run --set)")  # fmt: skip
     parser.add_argument("--work", type=Path, help="where the seeds' homes go (default: a temp dir)")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="default-seeds-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     for seed in seeds_from(args.seeds):
-        rows.append(run_seed(seed, args.config, work))
+        rows.append(run_seed(seed, args.config, work, args.sets))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress, one line a seed
     gaps = [r["grpo_minus_control"] for r in rows if r["grpo_minus_control"] is not None]
     emit(
@@ -131,6 +136,7 @@ def main() -> None:
             "benchmark": "default_seeds",
             "command": " ".join(["python benchmarks/default_seeds.py", *sys.argv[1:]]),
             "date": time.strftime("%Y-%m-%d"),
+            "settings": args.sets,
             "seeds": rows,
             "delta_over_start": across_seeds([r["delta"] for r in rows]),
             "grpo_minus_control": across_seeds(gaps) if gaps else None,
