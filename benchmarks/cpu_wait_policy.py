@@ -6,9 +6,11 @@ Each of torch's intra-op threads waits for the others at the end of every parall
 default lets a waiting thread spin for a while; on a machine with other work on its cores — the
 SFT control beside GRPO, a Prefect or MLflow server, a test's servers, another user's job — a
 spinning thread holds the core the thread it waits for needs, and an op that takes microseconds
-can take a scheduler time slice. ``gymflow`` sets ``OMP_WAIT_POLICY=PASSIVE`` unless the
-environment sets it (``gymflow/__init__.py``); this measures what that costs on a quiet machine
-and saves on a busy one.
+can take a scheduler time slice. ``OMP_WAIT_POLICY=PASSIVE`` makes it sleep instead; this
+measures what that costs on a quiet machine and saves on a busy one. (gymflow leaves OpenMP's
+default: the lifecycle's quiet stages sample and train faster spinning, and GRPO and its
+control each run one thread, which never waits for another; docs/how-to/troubleshoot.md tells
+a shared machine's user to set it.)
 
 The work, in a fresh interpreter per setting (the policy is read when torch loads): the embedded
 default's model shape (192 wide, 4 layers) sampling 32 prompts × 32 tokens, and 10 SFT-sized

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import gymflow  # noqa: F401  (before any test module loads torch: its threads wait passively)
-
 
 @pytest.fixture(scope="session")
 def gym_home(tmp_path_factory) -> Path:
