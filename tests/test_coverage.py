@@ -61,7 +61,8 @@ def test_generate_tasks_logs_coverage_and_dataset_versions(gym_home, prefect_eng
     def only_generate() -> object:
         return generate_tasks(ctx, cfg)
 
-    data = only_generate()
+    state = only_generate(return_state=True)
+    data, flow_run_id = state.result(), state.state_details.flow_run_id
     report = json.loads(Path(data.coverage).read_text())
     tasks = [t for split in ("train", "val", "heldout") for t in read_tasks(data.paths[split])]
     assert report["rows"] == coverage_rows(get_env("tool_call"), tasks)
@@ -79,12 +80,18 @@ def test_generate_tasks_logs_coverage_and_dataset_versions(gym_home, prefect_eng
 
     async def table() -> list[dict]:
         from prefect.client.orchestration import get_client
-        from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+        from prefect.client.schemas.filters import (
+            ArtifactFilter,
+            ArtifactFilterFlowRunId,
+            ArtifactFilterKey,
+        )
 
+        mine = ArtifactFilter(  # this flow run's: earlier tests' runs left theirs on the server
+            key=ArtifactFilterKey(any_=["task-coverage"]),
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+        )
         async with get_client() as client:
-            found = await client.read_artifacts(
-                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["task-coverage"]))
-            )
-        return json.loads(found[-1].data)
+            (found,) = await client.read_artifacts(artifact_filter=mine)
+        return json.loads(found.data)
 
     assert asyncio.run(table()) == report["rows"]

@@ -41,6 +41,8 @@ def served(tmp_path_factory):
     home = tmp_path_factory.mktemp("uihome")
     env = os.environ | {"GYMFLOW_HOME": str(home)}
     env.pop("GYMFLOW_FAIL_AT", None)
+    for name in [n for n in env if n.startswith(("PREFECT_", "MLFLOW_"))]:
+        del env[name]  # the stores this pytest process points at: the run and UI use the home's
     run = subprocess.run(
         [GYMFLOW, "run", "--smoke", "--run-id", RUN_ID], env=env, capture_output=True,
         text=True, timeout=1500,
@@ -55,7 +57,7 @@ def served(tmp_path_factory):
         )  # fmt: skip
         assert promoted.returncode == 0, promoted.stderr
     shots = tmp_path_factory.mktemp("screenshots")
-    with UIProcess(home) as ui:
+    with UIProcess(home, env) as ui:
         yield ui, summary, run.stdout, shots
 
 

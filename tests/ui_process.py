@@ -49,9 +49,10 @@ def free_port() -> int:
 class UIProcess:
     """``gymflow ui`` on free ports; :attr:`lines` holds what it printed once both answer."""
 
-    def __init__(self, home: Path, timeout_s: float = 120.0) -> None:
+    def __init__(self, home: Path, env: dict | None = None, timeout_s: float = 120.0) -> None:
+        """``env``: the environment to start it in (default: this process's)."""
         self.prefect_port, self.mlflow_port = free_port(), free_port()
-        env = os.environ | {"GYMFLOW_HOME": str(home)}
+        env = (os.environ if env is None else env) | {"GYMFLOW_HOME": str(home)}
         self.proc = subprocess.Popen(
             [GYMFLOW, "ui", "--prefect-port",
              str(self.prefect_port), "--mlflow-port", str(self.mlflow_port)],
