@@ -3,6 +3,8 @@ learnable band, and the frontier moves up as the pool records a level solved."""
 
 from __future__ import annotations
 
+from leveled_tasks import leveled_task
+
 from gymflow.core.task_record import Task
 from gymflow.train.curriculum import CurriculumPool, CurriculumSettings, frontier, level_of
 from gymflow.train.task_pool import TaskPoolSettings
@@ -10,16 +12,8 @@ from gymflow.train.task_pool import TaskPoolSettings
 BAND = (0.1, 0.9)
 
 
-def _task(i: int, level: int | None) -> Task:
-    truth = {"x": i} if level is None else {"x": i, "level": level}
-    return Task(
-        task_id=f"t{i}", env="e", split="train", prompt=[{"role": "user", "content": str(i)}],
-        tools=[], ground_truth=truth, generator="g", seed=0, content_hash=str(i),
-    )  # fmt: skip
-
-
 def _pool(tmp_path=None) -> tuple[list[Task], CurriculumPool]:
-    tasks = [_task(10 * level + i, level) for level in range(3) for i in range(8)]
+    tasks = [leveled_task(10 * level + i, level) for level in range(3) for i in range(8)]
     start = {0: 0.97, 1: 0.5, 2: 0.0}  # the preflight's pass rates per level
     pool = CurriculumPool(
         tasks, TaskPoolSettings(), start, BAND, CurriculumSettings(min_seen=4), seed=3,
@@ -68,6 +62,6 @@ def test_frontier_and_levels():
     assert frontier({0: 0.98, 1: 0.7, 2: 0.3, 3: 0.0}, BAND) == [1, 2]
     assert frontier({0: 1.0, 1: 0.95, 2: 0.02, 3: 0.0}, BAND) == [2]  # the next step up
     assert frontier({0: 1.0, 1: 0.95}, BAND) == [1] and frontier({0: 0.0, 1: 0.0}, BAND) == [0]
-    assert level_of(_task(1, 3)) == 3 and level_of(_task(1, None)) is None
-    flagged = _task(1, None).model_copy(update={"ground_truth": {"level": True}})
+    assert level_of(leveled_task(1, 3)) == 3 and level_of(leveled_task(1, None)) is None
+    flagged = leveled_task(1, None).model_copy(update={"ground_truth": {"level": True}})
     assert level_of(flagged) is None  # a flag is not a level

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from leveled_tasks import leveled_task
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
@@ -101,14 +102,6 @@ def test_a_start_whose_samples_disagree_is_inside_the_band(tool_call, tmp_path):
     assert again == ready
 
 
-def _task(i: int, level: int | None) -> Task:
-    truth = {"x": i} if level is None else {"x": i, "level": level}
-    return Task(
-        task_id=f"t{i}", env="e", split="train", prompt=[{"role": "user", "content": str(i)}],
-        tools=[], ground_truth=truth, generator="g", seed=0, content_hash=str(i),
-    )  # fmt: skip
-
-
 def _rows(task: Task, rewards: list[float]) -> list[dict]:
     return [{"task_id": task.task_id, "success": r == 1.0, "reward": r} for r in rewards]
 
@@ -121,7 +114,7 @@ def test_zero_variance_counts_equal_rewards_not_only_equal_success():
 
 def test_a_flat_start_inside_the_pass_band_is_outside_it():
     """Half the tasks always solved, half never: pass@1 0.5, yet no group teaches anything."""
-    tasks = [_task(i, None) for i in range(4)]
+    tasks = [leveled_task(i, None) for i in range(4)]
     rows = [r for i, t in enumerate(tasks) for r in _rows(t, [1.0 if i % 2 else -1.0] * 4)]
     ready = assess(rows, tasks, tasks, 4, 1.0, PreflightSettings())
     assert ready.verdict == "flat" and ready.pass_at_1 == 0.5 and ready.zero_variance == 1.0
@@ -129,7 +122,7 @@ def test_a_flat_start_inside_the_pass_band_is_outside_it():
 
 
 def test_levels_are_sampled_evenly_and_weighted_by_the_pool():
-    pool = [_task(i, 0) for i in range(30)] + [_task(100 + i, 2) for i in range(10)]
+    pool = [leveled_task(i, 0) for i in range(30)] + [leveled_task(100 + i, 2) for i in range(10)]
     chosen = sample_tasks(pool, 6, seed=0)
     assert sorted(t.ground_truth["level"] for t in chosen) == [0, 0, 0, 2, 2, 2]
     assert sample_tasks(pool, 6, seed=0) == chosen  # seeded
