@@ -72,13 +72,17 @@ class KillAfter:
 
     def __init__(self, runner: RayWorkers, pid: int, after: int, among: set | None = None):
         self.runner, self.pid, self.after, self.among, self.seen = runner, pid, after, among, 0
+        self.killed = False
 
     async def __call__(self, todo, on_done):
         def done(p, *result) -> None:
             on_done(p, *result)
-            self.seen += self.among is None or p.rollout_id in self.among
+            if self.killed or (self.among is not None and p.rollout_id not in self.among):
+                return  # once only: a rollout from elsewhere leaves the count where it was
+            self.seen += 1
             if self.seen == self.after:
                 os.kill(self.pid, signal.SIGKILL)
+                self.killed = True
 
         return await self.runner(todo, done)
 
