@@ -2,6 +2,7 @@
 
     python benchmarks/default_seeds.py --seeds 10-19 [--config F] [--set KEY=VALUE]...
                                        [--work DIR] [--out FILE]
+                                       [--earlier FILE]... [--home SEED=DIR]...
 
 Each seed is one ``gymflow run --seed S`` (the product's own command, the embedded default or
 ``--config``) in a fresh project home, one after another — never two at once: GRPO and its
@@ -11,6 +12,11 @@ with the paired 95 % CIs, what each arm got for the same wall time (GRPO's updat
 completions, the control's updates and demonstrations seen), which limit ended each stage,
 zero-variance groups and the run's wall time. Across seeds: the mean of GRPO − control with a
 95 % CI from the spread between seeds (Student's t, seeds as the unit).
+
+``--earlier FILE`` adds the rows of an earlier output of this script (seeds run in another
+session, with the same settings) and ``--home SEED=DIR`` the run a finished home holds (e.g. a
+fresh clone's ``make run ARGS="--seed S"``; its wall time is the run's own ``wall_s``), so the
+across-seed figures cover them all; ``--seeds ""`` runs nothing new.
 
 Which seeds to pass is the point of the script: settings are chosen on seeds 0–4, and the
 figures that report a default come from seeds 10–19, run once with the chosen settings and
@@ -46,7 +52,7 @@ def seeds_from(text: str) -> list[int]:
     [10, 11, 12, 15]
     """
     out: list[int] = []
-    for part in text.split(","):
+    for part in filter(None, text.split(",")):
         low, _, high = part.partition("-")
         out += list(range(int(low), int(high or low) + 1))
     return out
@@ -116,6 +122,13 @@ def run_seed(seed: int, config: Path | None, work: Path, sets: list[str] = ()) -
     return seed_row(seed, summary, wall) | {"home": str(home)}
 
 
+def home_row(arg: str) -> dict:
+    """``SEED=DIR``: the row of the finished run in the home ``DIR`` (one run in it)."""
+    seed, _, home = arg.partition("=")
+    summary = json.loads(next(Path(home).glob("runs/*/summary.json")).read_text())
+    return seed_row(int(seed), summary, summary["wall_s"]) | {"home": str(Path(home).resolve())}
+
+
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--seeds", default="10-19", help='e.g. "10-19" or "0,1,2"')
@@ -123,10 +136,15 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for every seed's run (gymflow run --set)")  # fmt: skip
     parser.add_argument("--work", type=Path, help="where the seeds' homes go (default: a temp dir)")
+    parser.add_argument("--earlier", type=Path, action="append", default=[], metavar="FILE",
+                        help="an earlier output of this script: its rows join the table")  # fmt: skip
+    parser.add_argument("--home", dest="homes", action="append", default=[], metavar="SEED=DIR",
+                        help="a finished home's run (e.g. a fresh clone's make run) as a row")  # fmt: skip
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="default-seeds-"))
     work.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows = [row for f in args.earlier for row in json.loads(f.read_text())["seeds"]]
+    rows += [home_row(arg) for arg in args.homes]
     for seed in seeds_from(args.seeds):
         rows.append(run_seed(seed, args.config, work, args.sets))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress, one line a seed
@@ -137,7 +155,7 @@ def main() -> None:
             "command": " ".join(["python benchmarks/default_seeds.py", *sys.argv[1:]]),
             "date": time.strftime("%Y-%m-%d"),
             "settings": args.sets,
-            "seeds": rows,
+            "seeds": sorted(rows, key=lambda r: r["seed"]),
             "delta_over_start": across_seeds([r["delta"] for r in rows]),
             "grpo_minus_control": across_seeds(gaps) if gaps else None,
             "every_seed_15_over_start_ci_above_0": all(
