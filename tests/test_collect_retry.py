@@ -161,6 +161,33 @@ def test_the_same_attempt_twice_is_a_duplicate(tmp_path, tasks):
     assert info.value.kind is FailureKind.SCHEMA_VIOLATION and "rollout_id" in str(info.value)
 
 
+def test_a_bad_row_is_named_with_its_part(tmp_path, tasks):
+    """The parts are validated in one pass; a row that fails names the part file it is in."""
+    settings = CollectSettings(run_id="b", num_repeats=2, reward_range=(0.0, 1.0))  # 6 rows
+    folder = tmp_path / ROLLOUTS_DIR
+
+    async def go():
+        async with EnvClient(app=build_app(COUNTER)) as client:
+            policy = load_policy("scripted:counter", tasks=tasks)
+            cfg = CollectSettings(**{**vars(settings), "sampling": Sampling(1 << 16, 1 << 16)})
+            return await collect_rollouts(COUNTER, client, policy, tasks, tmp_path, cfg)
+
+    asyncio.run(go())
+    (written,) = folder.glob("part-*.parquet")  # one batch here: split it in three parts
+    rows = pl.read_parquet(written)
+    written.unlink()
+    parts = [folder / f"part-0000-{k:05d}.parquet" for k in (1, 2, 3)]
+    for k, part in enumerate(parts):
+        rows[2 * k : 2 * k + 2].write_parquet(part)
+    assert read_parts(folder).height == 6
+    bad = parts[1]
+    rows[2:4].with_columns(pl.lit(-1, pl.Int64).alias("iteration")).write_parquet(bad)
+    with pytest.raises(GymflowError) as info:
+        read_parts(folder)
+    assert info.value.kind is FailureKind.SCHEMA_VIOLATION
+    assert str(bad) in str(info.value) and "iteration" in str(info.value)
+
+
 def test_parts_written_before_attempts_count_as_attempt_zero(tmp_path, tasks):
     """Folders collected before the ``attempt`` column still read, and can be retried."""
     settings = CollectSettings(

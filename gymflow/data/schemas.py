@@ -232,8 +232,9 @@ def _disk_full(exc: BaseException) -> bool:
     return "os error 28" in str(exc) or "No space left on device" in str(exc)
 
 
-def read_table(path: Path, schema: pa.DataFrameSchema) -> pl.DataFrame:
-    """Read and validate; corrupt files and schema violations raise with a clear reason."""
+def read_table(path: Path, schema: pa.DataFrameSchema | None = None) -> pl.DataFrame:
+    """Read and validate (``schema`` None: read only); corrupt files and schema violations
+    raise with a clear reason."""
     try:
         df = pl.read_parquet(path)
     except FileNotFoundError:
@@ -242,4 +243,4 @@ def read_table(path: Path, schema: pa.DataFrameSchema) -> pl.DataFrame:
         raise GymflowError(
             FailureKind.CORRUPT_FILE, f"{path}: not a readable Parquet file ({exc})"
         ) from None
-    return validate(df, schema, str(path))
+    return df if schema is None else validate(df, schema, str(path))

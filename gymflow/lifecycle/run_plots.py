@@ -32,17 +32,21 @@ def draw_plots(run_dir: Path, results: LifecycleResults) -> list[Path]:
 
     folder = run_dir / PLOTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
+    rollouts = read_rollouts(run_dir)  # once: both GRPO plots draw on them
     return [
         _save(plt, _heldout_success(plt, results), folder / "heldout_success.png"),
-        _save(plt, _training_curves(plt, run_dir, results), folder / "training_curves.png"),
-        _save(plt, _reward_hist(plt, run_dir, results), folder / "reward_hist.png"),
+        _save(
+            plt, _training_curves(plt, run_dir, results, rollouts), folder / "training_curves.png"
+        ),
+        _save(plt, _reward_hist(plt, run_dir, results, rollouts), folder / "reward_hist.png"),
     ]
 
 
-def grpo_steps(run_dir: Path) -> pl.DataFrame:
+def grpo_steps(run_dir: Path, rows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per GRPO step: mean reward and success of the rollouts trained on, and the share of
-    generated groups whose samples all got one reward (zero variance: nothing to learn)."""
-    rows = read_rollouts(run_dir)
+    generated groups whose samples all got one reward (zero variance: nothing to learn).
+    ``rows``: the run's rollouts when already read."""
+    rows = read_rollouts(run_dir) if rows is None else rows
     groups = rows.group_by("iteration", "group_id").agg(
         zero=pl.col("reward").n_unique() == 1, used=pl.col("used_for_training").any()
     )
@@ -94,7 +98,7 @@ def _heldout_success(plt, results: LifecycleResults):
     return fig
 
 
-def _training_curves(plt, run_dir: Path, results: LifecycleResults):
+def _training_curves(plt, run_dir: Path, results: LifecycleResults, rollouts: pl.DataFrame):
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
     sft_ax, grpo_ax, zero_ax = axes
     for label, history, key in (
@@ -107,7 +111,7 @@ def _training_curves(plt, run_dir: Path, results: LifecycleResults):
                         marker="o", label=label)  # fmt: skip
     sft_ax.set(title="SFT: val success", xlabel="step", ylim=(0, 1))
     sft_ax.legend(fontsize=7)
-    steps = grpo_steps(run_dir)
+    steps = grpo_steps(run_dir, rollouts)
     grpo_ax.plot(steps["iteration"], steps["reward"], marker=".", label="mean reward")
     grpo_ax.plot(steps["iteration"], steps["success"], marker=".", label="success")
     low = min(0.0, *(steps["reward"].drop_nulls().to_list() or [0.0]))  # rewards may go below 0
@@ -132,9 +136,9 @@ def _training_curves(plt, run_dir: Path, results: LifecycleResults):
     return fig
 
 
-def _reward_hist(plt, run_dir: Path, results: LifecycleResults):
+def _reward_hist(plt, run_dir: Path, results: LifecycleResults, rollouts: pl.DataFrame):
     gate = results.heldout_gate
-    rows = [("GRPO training rollouts", read_rollouts(run_dir)["reward"].drop_nulls())]
+    rows = [("GRPO training rollouts", rollouts["reward"].drop_nulls())]
     paths = {"start (baseline)": "baseline", "GRPO": "candidate", "SFT control": "sft_control"}
     for label, _, _ in _policies(results):
         path = run_dir / "eval" / f"heldout-{paths[label]}.parquet"
