@@ -297,13 +297,17 @@ def _validated_parts(paths: list[Path], schema: pa.DataFrameSchema) -> pl.DataFr
         {name: {"unique": False} for name, column in schema.columns.items() if column.unique}
     )
     rows.unique = None
+    alike: dict[frozenset, list[pl.DataFrame]] = {}  # parts of one layout (older parts lack
+    for frame in frames:  # columns added since, e.g. ``attempt``: null there is not a violation)
+        alike.setdefault(frozenset(frame.columns), []).append(frame)
     try:
-        df = pl.concat(frames, how="diagonal_relaxed")
-        return validate(df, rows, "parts")
+        for group in alike.values():
+            validate(pl.concat(group, how="diagonal_relaxed"), rows, "parts")
     except (GymflowError, pl.exceptions.PolarsError):
         for path, frame in zip(paths, frames, strict=True):
             validate(frame, schema, str(path))  # raises, naming the part
         raise
+    return pl.concat(frames, how="diagonal_relaxed")
 
 
 def rollout_folder(path: Path) -> Path:
