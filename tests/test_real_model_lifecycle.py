@@ -42,14 +42,15 @@ CONFIG = {
         "learning_rate": 5e-5,  # the preset's; the tiny model's default wrecks a real one
         "gradient_checkpointing": True,  # the preset's SFT: this test is where it runs
     },
-    # GRPO as the preset runs it: no gradient checkpointing (on this CPU it made the step 3.6x
-    # slower, benchmarks/real_model_before_after.json; here 2 steps took 176 s with it); the
-    # preflight on 4 tasks (its 16 are 21 s of sampling here, and its verdict is not asserted)
+    # GRPO as the preset runs it, no gradient checkpointing (benchmarks/real_model_before_after
+    # .json); the default's demonstration term on 2 demonstrations a step, not 16 (16 real-model
+    # sequences made each of the 2 steps ~65 s here); the preflight on 4 tasks, not 16 (21 s of
+    # sampling, and its verdict is not asserted)
     "grpo": {
         "max_steps": 2, "prompts_per_step": 1, "num_generations": 2, "max_new_tokens": 24,
         "learning_rate": 5e-6,
         "save_every": 2, "max_resample_rounds": 0, "gradient_checkpointing": False,
-        "preflight": {"tasks": 4},
+        "demo_loss": {"batch_size": 2}, "preflight": {"tasks": 4},
     },
 }  # fmt: skip
 

@@ -34,13 +34,15 @@ def _cmdline(pid: int) -> str:
 def _wait_for_control_worker(
     run: subprocess.Popen, run_dir: Path, timeout_s: float
 ) -> dict[int, int]:
-    """The run's descendants once the spawned SFT-control worker is among them (after SFT
-    started: the verifier profile spawns two short-lived scoring processes before it)."""
+    """The run's descendants once the spawned SFT-control worker is training: a spawned
+    process while its folder exists (other spawned processes come and go before it: the
+    verifier profile's two scoring processes, for one)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert run.poll() is None, "the run ended before GRPO started"
         found = descendants(run.pid)
-        if (run_dir / "sft").exists() and any("spawn_main" in _cmdline(pid) for pid in found):
+        training = (run_dir / "sft_control").is_dir()  # the worker made it: torch loaded
+        if training and any("spawn_main" in _cmdline(pid) for pid in found):
             time.sleep(1)  # the watchdog (every 0.5 s) has recorded the worker
             return descendants(run.pid)
         time.sleep(0.5)
@@ -59,10 +61,12 @@ def test_killed_run_leaves_no_orphans_and_resumes(tmp_path):
     run = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         children = _wait_for_control_worker(run, tmp_path / "runs" / "killed", timeout_s=600)
+        # what each one is, read before the kill: the watchdog ends them within half a second
+        # of it, and a dead process's command line reads empty
+        kinds = {pid: _cmdline(pid) for pid in children}
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait()
-    kinds = {pid: _cmdline(pid) for pid in children}
     assert any("uvicorn" in cmd or "prefect" in cmd for cmd in kinds.values()), kinds
     assert any("spawn_main" in cmd for cmd in kinds.values()), kinds
 
