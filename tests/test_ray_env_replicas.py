@@ -61,28 +61,34 @@ def _listener(port: int) -> psutil.Process:
 
 
 @pytest.fixture(scope="module")
-def replicas():
-    """One ``env serve --ray 2`` for the module (the kill test, last, leaves it restarted)."""
+def replicas(tmp_path_factory):
+    """One ``env serve --ray 2`` for the module (the kill test, last, leaves it restarted).
+
+    Its output goes to a file: a pipe nobody reads fills up (Ray's logs of the killed replica
+    and the failed calls) and blocks the server while it should restart the replica."""
     port = _free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    log_path = tmp_path_factory.mktemp("replicas") / "env-serve.log"
+    log = log_path.open("w")
     server = subprocess.Popen(
         [*GYMFLOW, "env", "serve", "counter", "--ray", "2", "--port", str(port),
          "--tasks", str(TASKS), "--format", "nemo_gym"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=log, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
         _wait_healthy(urls)
-        yield server, port, urls
+        yield server, port, urls, log_path
     finally:
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()
 
 
 def test_replicas_share_the_api_and_the_client_spreads_sessions(replicas):
-    server, _, urls = replicas
+    server, _, urls, _ = replicas
     for k, url in enumerate(urls):
         assert _health(url) == {
             "ok": True, "env": "counter", "version": "1", "sessions": 0, "worker": k,
@@ -106,7 +112,7 @@ def test_replicas_share_the_api_and_the_client_spreads_sessions(replicas):
 
 
 def test_a_replica_killed_mid_collection_is_restarted_and_retry_completes(replicas, tmp_path):
-    server, port, urls = replicas
+    server, port, urls, log_path = replicas
     out = tmp_path / "collect"
     args = [
         *GYMFLOW, "rollouts", "collect", "--env", "counter", "--tasks", str(TASKS),
@@ -141,5 +147,6 @@ def test_a_replica_killed_mid_collection_is_restarted_and_retry_completes(replic
     assert done.height == planned and done["reward"].is_not_null().all()
     assert set(done.filter(pl.col("attempt") > 0)["rollout_id"]) == set(unscored["rollout_id"])
     server.send_signal(signal.SIGTERM)
-    _, log = server.communicate(timeout=30)
+    server.wait(timeout=30)
+    log = log_path.read_text()
     assert "replica 1 died; serving" in log, log[-2000:]
