@@ -143,17 +143,22 @@ def test_only_unscored_rows_are_retried_and_a_retry_can_fail_again(tmp_path, tas
     assert set(df["rollout_id"]) == {p.rollout_id for p in plan_collection(tasks, settings)}
 
 
-def test_the_same_attempt_twice_is_a_duplicate(tmp_path, tasks):
-    settings = CollectSettings(run_id="d", num_repeats=1, reward_range=(0.0, 1.0))
-    folder = tmp_path / ROLLOUTS_DIR
+def _collect_gold(out: Path, tasks, settings: CollectSettings) -> None:
+    """The scripted gold policy's rollouts of ``tasks`` under ``out`` (no completion cap)."""
 
     async def go():
         async with EnvClient(app=build_app(COUNTER)) as client:
             policy = load_policy("scripted:counter", tasks=tasks)
             cfg = CollectSettings(**{**vars(settings), "sampling": Sampling(1 << 16, 1 << 16)})
-            return await collect_rollouts(COUNTER, client, policy, tasks, tmp_path, cfg)
+            return await collect_rollouts(COUNTER, client, policy, tasks, out, cfg)
 
     asyncio.run(go())
+
+
+def test_the_same_attempt_twice_is_a_duplicate(tmp_path, tasks):
+    settings = CollectSettings(run_id="d", num_repeats=1, reward_range=(0.0, 1.0))
+    folder = tmp_path / ROLLOUTS_DIR
+    _collect_gold(tmp_path, tasks, settings)
     part = sorted(folder.glob("part-*.parquet"))[0]
     shutil.copy(part, folder / "part-0000-00099.parquet")
     with pytest.raises(GymflowError) as info:
@@ -165,14 +170,7 @@ def test_a_bad_row_is_named_with_its_part(tmp_path, tasks):
     """The parts are validated in one pass; a row that fails names the part file it is in."""
     settings = CollectSettings(run_id="b", num_repeats=2, reward_range=(0.0, 1.0))  # 6 rows
     folder = tmp_path / ROLLOUTS_DIR
-
-    async def go():
-        async with EnvClient(app=build_app(COUNTER)) as client:
-            policy = load_policy("scripted:counter", tasks=tasks)
-            cfg = CollectSettings(**{**vars(settings), "sampling": Sampling(1 << 16, 1 << 16)})
-            return await collect_rollouts(COUNTER, client, policy, tasks, tmp_path, cfg)
-
-    asyncio.run(go())
+    _collect_gold(tmp_path, tasks, settings)
     (written,) = folder.glob("part-*.parquet")  # one batch here: split it in three parts
     rows = pl.read_parquet(written)
     written.unlink()
