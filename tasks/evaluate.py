@@ -13,11 +13,11 @@ from gymflow.data.schemas import EVAL_ROWS, write_table
 from gymflow.data.task_table import read_tasks
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
+from gymflow.eval.eval_engine import EvalEngine
 from gymflow.eval.evaluation import evaluate_policy, summarize
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import BaselineEval, Checkpoint, Evaluation, Split, TaskData
-from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
 
@@ -38,33 +38,36 @@ def evaluate_split(
     Each environment of the run is evaluated on its own tasks of the split through its own
     in-process server; ``limit`` caps the tasks, a mix's shared by weight. The summary pools
     every environment's rows (one weight per task); ``per_env`` has each one's. With
-    ``cfg.agent_servers`` the episodes run there (:mod:`gymflow.agent.runner`), row for row."""
+    ``cfg.agent_servers`` the episodes run there (:mod:`gymflow.agent.runner`), row for row.
+    The policy generates on ``cfg.eval_engine`` (:mod:`gymflow.eval.eval_engine`), stopped
+    when the evaluation ends, and the episodes' lineage names it (``vllm:PATH``)."""
     import mlflow
 
     tasks = read_tasks(data.paths[split])
     weights = cfg.env_weights
     limits = apportion(limit, weights) if limit is not None else dict.fromkeys(weights)
-    spec = f"transformers:{policy_path}"
-    agent = None  # agent servers run the episodes (and load the policy) when the run names them
-    if cfg.agent_servers:
-        policy, agent = None, AgentService(tuple(cfg.agent_servers), spec)
-    else:
-        policy = TransformersPolicy.from_path(policy_path)
     rows, per_env = [], {}
-    for i, (name, cap) in enumerate(limits.items()):
-        env = get_env(name)
-        app = build_app(env)
-        mine = [t for t in tasks if t.env == name][:cap]
-        lineage = Lineage(run.run_id, 0, 0, spec, env.name, env.version, data.dataset_hash)
-        try:
-            env_rows, per_env[name] = evaluate_policy(
-                env, app, policy, mine, greedy=True, max_new_tokens=cfg.max_new_tokens,
-                seed=cfg.seed, out_dir=run.dir / "eval" / f"{split}-{label}", lineage=lineage,
-                append=i > 0, agent=agent,
-            )  # fmt: skip
-        finally:
-            app.state.verifier.shutdown()  # a heavy verifier's process pool (math, code)
-        rows += env_rows
+    with EvalEngine(cfg.eval_engine) as engine:
+        spec = engine.spec(policy_path)
+        agent = None  # agent servers run the episodes (and load the policy) when the run names them
+        if cfg.agent_servers:
+            policy, agent = None, AgentService(tuple(cfg.agent_servers), spec)
+        else:
+            policy = engine.policy(policy_path)
+        for i, (name, cap) in enumerate(limits.items()):
+            env = get_env(name)
+            app = build_app(env)
+            mine = [t for t in tasks if t.env == name][:cap]
+            lineage = Lineage(run.run_id, 0, 0, spec, env.name, env.version, data.dataset_hash)
+            try:
+                env_rows, per_env[name] = evaluate_policy(
+                    env, app, policy, mine, greedy=True, max_new_tokens=cfg.max_new_tokens,
+                    seed=cfg.seed, out_dir=run.dir / "eval" / f"{split}-{label}",
+                    lineage=lineage, append=i > 0, agent=agent,
+                )  # fmt: skip
+            finally:
+                app.state.verifier.shutdown()  # a heavy verifier's process pool (math, code)
+            rows += env_rows
     summary = per_env[cfg.env] if len(per_env) == 1 else summarize(rows)
     frame = pl.DataFrame(  # failure_kind is all None when every episode succeeded
         [{**r, "policy": label} for r in rows], schema_overrides={"failure_kind": pl.String}

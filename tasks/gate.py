@@ -22,6 +22,7 @@ from gymflow.data.schemas import EVAL_ROWS, write_table
 from gymflow.data.task_table import read_tasks
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
+from gymflow.eval.eval_engine import EvalEngine
 from gymflow.eval.evaluation import evaluate_policy
 from gymflow.eval.general_check import (
     GeneralOutcome,
@@ -45,7 +46,6 @@ from gymflow.lifecycle.stage_results import (
     GateReport,
     TaskData,
 )
-from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
 from gymflow.train.checkpoint_choice import CheckpointRule
@@ -80,28 +80,34 @@ def heldout_tasks(cfg: LifecycleConfig, data: TaskData) -> dict:
 
 
 class _Evaluations:
-    """``evaluate(label, task_ids) -> rows`` for the sequential gate: real greedy episodes,
-    each policy loaded once, each environment served in process once, every batch appended to
-    the policy's rollout folder."""
+    """``evaluate(label, task_ids) -> rows`` for the sequential gate: real greedy episodes on
+    ``engine`` (each policy loaded once; on vLLM one engine whose weights follow the label
+    asked for, :mod:`gymflow.eval.eval_engine`), each environment served in process once, every
+    batch appended to the policy's rollout folder."""
 
     def __init__(
-        self, run: RunContext, cfg: LifecycleConfig, data: TaskData, paths: dict, tasks: dict
+        self,
+        run: RunContext,
+        cfg: LifecycleConfig,
+        data: TaskData,
+        paths: dict,
+        tasks: dict,
+        engine: EvalEngine,
     ):
         self.run, self.cfg, self.data, self.paths, self.tasks = run, cfg, data, paths, tasks
+        self.engine = engine
         self.folders = dict(FOLDERS)
-        self.policies: dict[str, TransformersPolicy] = {}
         self.apps: dict[str, tuple] = {}
         self.started: set[str] = set()
 
     def __call__(self, label: str, ids: list[str]) -> list[dict]:
         if not ids:
             return []
-        spec, agent = f"transformers:{self.paths[label]}", None
+        spec, policy, agent = self.engine.spec(self.paths[label]), None, None
         if self.cfg.agent_servers:  # the agent servers load the policy and run the episodes
             agent = AgentService(tuple(self.cfg.agent_servers), spec)
-        elif label not in self.policies:
-            self.policies[label] = TransformersPolicy.from_path(self.paths[label])
-        policy = self.policies.get(label)
+        else:
+            policy = self.engine.policy(self.paths[label])
         out: dict[str, dict] = {}
         for name in dict.fromkeys(self.tasks[i].env for i in ids):
             if name not in self.apps:
@@ -150,7 +156,8 @@ def heldout_gate(
         elif champ is not None:
             champion_label, paths["champion"] = f"champion v{champ[0]}", champ[1]
         tasks = heldout_tasks(cfg, data)
-        evaluations = _Evaluations(run, cfg, data, paths, tasks)
+        engine = EvalEngine(cfg.eval_engine)  # the stage's one engine: held-out, general sets
+        evaluations = _Evaluations(run, cfg, data, paths, tasks, engine)
         if champion_label:
             evaluations.folders["champion"] = f"champion-v{champ[0]}"
         checkpoints = {n: c.choice.text() for n, c in (("grpo", candidate), ("sft_control", control))
@@ -160,9 +167,10 @@ def heldout_gate(
         try:
             held = run_heldout(gate_order(list(tasks), cfg.seed), names, evaluations, settings,
                                env_of, champion_label, start_label, checkpoints, rule)  # fmt: skip
+            outcomes = _general(run, cfg, held, paths, engine)
         finally:
             evaluations.close()
-        outcomes = _general(run, cfg, held, paths)
+            engine.close()  # a vLLM engine process ends with the stage, on error too
         held.effort.skipped_general = {o.name: o.skipped for o in outcomes.values() if o.skipped}
         general = {n: {name: o.deltas[n] for name, o in outcomes.items() if n in o.deltas}
                    for n in names}  # fmt: skip
@@ -174,7 +182,7 @@ def heldout_gate(
 
 
 def _general(
-    run: RunContext, cfg: LifecycleConfig, held: HeldOut, paths: dict
+    run: RunContext, cfg: LifecycleConfig, held: HeldOut, paths: dict, engine: EvalEngine
 ) -> dict[str, GeneralOutcome]:
     """The general-capability sets: the environments' for the candidates that passed every
     held-out check (it can only refuse), the external sets for every candidate."""
@@ -186,7 +194,7 @@ def _general(
     sets += [(s, everyone) for s in external_sets(settings.general_sets, settings.general_sets_n)]
     if not sets:
         return {}
-    measures = PolicyMeasures(paths, _gold_pairs, cfg.seed, cfg.max_new_tokens, run.dir)
+    measures = PolicyMeasures(paths, _gold_pairs, cfg.seed, cfg.max_new_tokens, run.dir, engine)
     alpha = settings.candidate_alpha(len(everyone))
     generated = GeneratedSplit.like(cfg)
     out = {}

@@ -37,10 +37,10 @@ from gymflow.data.data_catalog import SETS
 from gymflow.data.task_table import dataset_hash
 from gymflow.env.registry import get_env
 from gymflow.env.resources_server import build_app
+from gymflow.eval.eval_engine import EvalEngine
 from gymflow.eval.evaluation import evaluate_policy
 from gymflow.eval.evidence import Paired, paired
 from gymflow.eval.gold_probability import gold_probabilities
-from gymflow.policy.transformers_backend import TransformersPolicy
 from gymflow.rollout.store import Lineage
 
 GoldPairs = Callable[[object, object, list[Task]], list[list[dict]]]
@@ -165,7 +165,10 @@ def _unit(general: GeneralSet) -> str:
 class PolicyMeasures:
     """The two measures for :func:`check_general` on real policies: each policy loaded once,
     each set's environment served in process once; success episodes are stored under
-    ``run_dir/eval/<set folder>-<label>/`` (the rollout layout), batch after batch."""
+    ``run_dir/eval/<set folder>-<label>/`` (the rollout layout), batch after batch. Success
+    episodes generate on ``engine`` (:class:`~gymflow.eval.eval_engine.EvalEngine`; default:
+    transformers, in this process); gold-answer probabilities are forward passes of the model
+    in this process whatever the engine."""
 
     def __init__(
         self,
@@ -174,35 +177,32 @@ class PolicyMeasures:
         seed: int,
         max_new_tokens: int,
         run_dir: Path,
+        engine: EvalEngine | None = None,
     ):
         self.paths, self.gold_pairs = policies, gold_pairs
         self.seed, self.max_new_tokens, self.run_dir = seed, max_new_tokens, run_dir
-        self._loaded: dict[str, TransformersPolicy] = {}
+        self.engine, self._owns_engine = engine or EvalEngine("transformers"), engine is None
         self._apps: dict[str, tuple] = {}
         self._started: set[str] = set()
-
-    def policy(self, label: str) -> TransformersPolicy:
-        if label not in self._loaded:
-            self._loaded[label] = TransformersPolicy.from_path(self.paths[label])
-        return self._loaded[label]
 
     def __call__(self, general: GeneralSet, label: str, tasks: list[Task]) -> list[float]:
         if not tasks:
             return []
-        env = get_env(general.env)
-        policy = self.policy(label)
+        env, path = get_env(general.env), self.paths[label]
         if general.measure == "gold_probability":
-            pairs = self.gold_pairs(env, policy.tokenizer, tasks)
-            return gold_probabilities(policy.model, policy.tokenizer, pairs)
+            model = self.engine.transformers(path)
+            pairs = self.gold_pairs(env, model.tokenizer, tasks)
+            return gold_probabilities(model.model, model.tokenizer, pairs)
         if general.env not in self._apps:
             self._apps[general.env] = (env, build_app(env))
         env, app = self._apps[general.env]
         folder = f"{general.folder}-{label}"
-        lineage = Lineage(self.run_dir.name, 0, 0, f"transformers:{self.paths[label]}", env.name,
+        lineage = Lineage(self.run_dir.name, 0, 0, self.engine.spec(path), env.name,
                           env.version, dataset_hash(tasks))  # fmt: skip
         rows, _ = evaluate_policy(
-            env, app, policy, tasks, greedy=True, max_new_tokens=self.max_new_tokens,
-            seed=self.seed, out_dir=self.run_dir / "eval" / folder, lineage=lineage,
+            env, app, self.engine.policy(path), tasks, greedy=True,
+            max_new_tokens=self.max_new_tokens, seed=self.seed,
+            out_dir=self.run_dir / "eval" / folder, lineage=lineage,
             append=folder in self._started,
         )  # fmt: skip
         self._started.add(folder)
@@ -211,3 +211,5 @@ class PolicyMeasures:
     def close(self) -> None:
         for _, app in self._apps.values():
             app.state.verifier.shutdown()
+        if self._owns_engine:
+            self.engine.close()

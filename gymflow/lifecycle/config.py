@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -95,6 +96,15 @@ class LifecycleConfig(BaseModel):
         "the run's checkpoints by path (the same machine, or a shared disk) and must hold the "
         "run's tasks or trust their clients' (--trust-client-tasks). None: in-process.",
     )
+    eval_engine: Literal["transformers", "vllm"] = Field(
+        "transformers",
+        description="The engine of the baseline evaluation's and the held-out gate's greedy "
+        'episodes: "transformers" (each policy in this process) or "vllm" (one `vllm serve` '
+        "process from the vLLM environment, make setup-vllm; CPU or GPU, whose weights are "
+        "switched to each policy in turn: gymflow.eval.eval_engine). Episodes name it in their "
+        "policy spec (vllm:PATH). The gate's gold-answer probabilities are forward passes in "
+        "this process either way. Not with agent_servers.",
+    )
     seed: int = Field(
         0, description="Seed for demo selection, SFT order and GRPO sampling (it sets their seeds)."
     )
@@ -142,6 +152,15 @@ class LifecycleConfig(BaseModel):
         for name, value in unsupported.items():
             if value:
                 raise ValueError(f"{name} is not supported with envs (one environment only)")
+        return self
+
+    @model_validator(mode="after")
+    def _evaluations_on_one_engine(self) -> LifecycleConfig:
+        if self.eval_engine == "vllm" and self.agent_servers:
+            raise ValueError(
+                'eval_engine "vllm" runs the evaluations in this process; agent_servers load each '
+                "policy themselves: set one of them"
+            )
         return self
 
     @model_validator(mode="after")

@@ -109,6 +109,7 @@ def run_config(
         raise GymflowError(FailureKind.BAD_CONFIG, "--set " + describe(exc)) from None
     check_env(cfg.env)
     check_devices(cfg)
+    check_vllm(cfg)
     if cfg.model_path:  # an unusable checkpoint is refused before any stage runs
         from gymflow.policy.checkpoints import check_checkpoint
 
@@ -127,6 +128,40 @@ def check_devices(cfg: LifecycleConfig) -> None:
                 torch_device(device)
             except GymflowError as exc:
                 raise GymflowError(FailureKind.BAD_CONFIG, f"{field}: {exc.detail}") from None
+
+
+def check_vllm(cfg: LifecycleConfig) -> None:
+    """A run that uses vLLM (``eval_engine``, GRPO's managed engine) is refused before any
+    stage when there is no vLLM environment, or when, on a CPU, the model's attention heads are
+    narrower than vLLM's CPU build runs (the embedded model's, or a ``model_path`` folder's)."""
+    from gymflow.policy.vllm_engine import MIN_CPU_HEAD_SIZE, head_size, on_cuda, vllm_python
+
+    uses = [f'{field} "{value}"' for field, value, on in (
+        ("eval_engine", cfg.eval_engine, cfg.eval_engine == "vllm"),
+        ("grpo.vllm", cfg.grpo.vllm, cfg.grpo.vllm == "managed"),
+    ) if on]  # fmt: skip
+    if not uses:
+        return
+    try:
+        vllm_python()
+    except GymflowError as exc:
+        raise GymflowError(FailureKind.BAD_CONFIG, f"{uses[0]}: {exc.detail}") from None
+    if on_cuda():
+        return
+    folder = Path(cfg.model_path) if cfg.model_path else None
+    if folder is not None and (folder / "config.json").exists():
+        size, which = head_size(json.loads((folder / "config.json").read_text())), str(folder)
+    elif folder is None:
+        shape = cfg.tiny_model
+        size, which = shape.hidden_size // shape.num_heads, "the embedded model"
+    else:  # a .gguf file or catalog:NAME: known once converted
+        return
+    if size < MIN_CPU_HEAD_SIZE:
+        raise GymflowError(
+            FailureKind.BAD_CONFIG,
+            f"{uses[0]}: {which} has attention heads {size} wide and vLLM's CPU build needs "
+            f"{MIN_CPU_HEAD_SIZE} or more (head width: hidden_size / num_heads)",
+        )
 
 
 def check_env(name: str) -> None:

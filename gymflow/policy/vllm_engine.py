@@ -71,6 +71,17 @@ class EngineOptions:
     start_timeout_s: float = 600.0
 
 
+MIN_CPU_HEAD_SIZE = 32
+"""The narrowest attention heads vLLM's CPU build runs (vLLM 0.32, measured: 32- and 48-wide
+heads generate as transformers does; with 16-wide ones the engine starts and then fails its
+first request)."""
+
+
+def head_size(config: dict) -> int:
+    """The attention head size of a model from its ``config.json`` values."""
+    return int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+
+
 def vllm_python() -> Path:
     """The Python of the vLLM environment, or a kinded error saying how to get one."""
     env = os.environ.get(ENV_VARIABLE)
