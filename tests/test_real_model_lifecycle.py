@@ -61,7 +61,9 @@ def finished_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("realhome")
     (home / ".cache").mkdir()
     for part in ("models", "gguf"):  # share the fetched and converted model, not the runs
-        (home / ".cache" / part).symlink_to(gguf.parents[2] / part, target_is_directory=True)
+        shared = gguf.parents[2] / part  # made if missing: a link to nothing breaks the convert
+        shared.mkdir(parents=True, exist_ok=True)
+        (home / ".cache" / part).symlink_to(shared, target_is_directory=True)
     config = home / "smollm2-smoke.json"
     config.write_text(json.dumps(CONFIG))
     done = subprocess.run(
