@@ -167,8 +167,9 @@ class GRPOSettings(BaseModel):
         340.0,
         gt=0.0,
         description="Stop after this much training wall time (None: no limit). The embedded "
-        "default reaches max_steps inside it on the AVX-512 machine (250 steps in 273-287 s) "
-        "and is ended by it on the slower AVX2 one (118-134 steps); docs/tuning.md.",
+        "default is ended by it on both 2-core machines, its SFT control training beside it: "
+        "182-212 of 250 steps on the AVX-512 one (ten seeds, 2026-11-27), 118-134 on the "
+        "slower AVX2 one; docs/tuning.md.",
     )
     gradient_checkpointing: bool = Field(
         False,
