@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from planted_envs import registered
+from steered_model import steered
 
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.stage_results import Checkpoint, ResolvedPolicy
@@ -38,25 +39,10 @@ def policies(micro_tool_call_model, tmp_path_factory) -> dict[str, str]:
     tokenizer = AutoTokenizer.from_pretrained(micro_tool_call_model)
     folder = tmp_path_factory.mktemp("policies")
     a = tokenizer("a", add_special_tokens=False)["input_ids"][0]
-    silent = _steered(micro_tool_call_model, tokenizer.eos_token_id, folder / "silent")
-    chatty = _steered(micro_tool_call_model, a, folder / "chatty")
+    silent = steered(micro_tool_call_model, tokenizer.eos_token_id, folder / "silent")
+    chatty = steered(micro_tool_call_model, a, folder / "chatty")
     shutil.copytree(silent, folder / "silent_again")  # a later run's candidate, same weights
     return {"silent": silent, "chatty": chatty, "silent_again": str(folder / "silent_again")}
-
-
-def _steered(base: Path, token: int, out: Path) -> str:
-    """``base`` with every input embedding pushed far along ``token``'s own: the last hidden
-    state points at ``token`` wherever it is, and the tied output layer writes it every step."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(base)
-    embeddings = model.get_input_embeddings().weight
-    with torch.no_grad():
-        embeddings.add_(50.0 * embeddings[token] / embeddings[token].norm())
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base).save_pretrained(out)
-    return str(out)
 
 
 def _gate(

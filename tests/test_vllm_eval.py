@@ -2,8 +2,8 @@
 
 Three checkpoints of the vLLM tests' tiny model (``tests/vllm_model.py``): the model as built
 (random: its greedy completions are arbitrary token strings), ``chatty`` (steered to write "a"
-at every position) and ``silent`` (steered to end at once), made as
-``tests/test_gate_champion.py`` makes its policies. Their weights differ (the steering moves the
+at every position) and ``silent`` (steered to end at once), made by
+``tests/steered_model.py``. Their weights differ (the steering moves the
 tied embedding, the tensor vLLM's plain reload leaves stale), their shapes and tokenizer do not,
 so one engine serves all three by switching weights. The proofs, against transformers on the
 same checkpoint (greedy, fp32):
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from steered_model import steered
 from vllm_model import needs_vllm, vllm_env_missing, vllm_tiny_model
 
 from gymflow.core.failures import FailureKind, GymflowError
@@ -53,24 +54,9 @@ def checkpoints(tmp_path_factory) -> dict[str, str]:
     a = tokenizer("a", add_special_tokens=False)["input_ids"][0]
     return {
         "base": str(base),
-        "chatty": _steered(base, a, folder / "chatty"),
-        "silent": _steered(base, tokenizer.eos_token_id, folder / "silent"),
+        "chatty": steered(base, a, folder / "chatty"),
+        "silent": steered(base, tokenizer.eos_token_id, folder / "silent"),
     }
-
-
-def _steered(base: Path, token: int, out: Path) -> str:
-    """``base`` with every input embedding pushed far along ``token``'s: the tied output layer
-    then writes ``token`` at every step."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(base)
-    embeddings = model.get_input_embeddings().weight
-    with torch.no_grad():
-        embeddings.add_(50.0 * embeddings[token] / embeddings[token].norm())
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base).save_pretrained(out)
-    return str(out)
 
 
 def _engine_processes() -> list[psutil.Process]:
