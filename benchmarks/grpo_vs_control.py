@@ -132,7 +132,7 @@ def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
         validation_success,
     )
     from gymflow.rollout.store import Lineage
-    from gymflow.train import twin_clock
+    from gymflow.train import readiness, twin_clock
     from gymflow.train.checkpoint_choice import validation_callback
     from gymflow.train.grpo import RolloutSource, run_grpo
     from gymflow.train.task_pool import TASK_POOL_FILE
@@ -140,10 +140,21 @@ def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
     settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
     with twin_clock.grpo_markers(folder), environment_servers(cfg) as servers:
         env, app = servers[cfg.env]
+        ready, task_pool = None, None
+        if settings.preflight is not None:  # as the GRPO stage: the preflight, the curriculum
+            ready = readiness.preflight(
+                servers, start, pool, settings.num_generations, settings.temperature,
+                settings.max_new_tokens, settings.preflight, settings.seed,
+                folder / readiness.PREFLIGHT_FILE,
+            )  # fmt: skip
+            _say(f"seed {cfg.seed}: {ready.message}")
+            readiness.enforce(ready, settings.preflight)
+            pool, task_pool = readiness.drawn_pool(ready, pool, settings, folder / TASK_POOL_FILE)
         lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
         source = RolloutSource(
-            env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE
-        )
+            env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE,
+            task_pool=task_pool,
+        )  # fmt: skip
         callbacks = []
         if settings.validate_every is not None:
             greedy = validation_success(cfg, servers, val, greedy=True)
@@ -156,6 +167,7 @@ def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
             demos=demos,
         )  # fmt: skip
         twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
+    result["preflight"] = ready.model_dump() if ready is not None else None
     return result
 
 
@@ -240,6 +252,7 @@ def one_seed(
         "grpo_wall_s": grpo["wall_s"],
         "control_steps": control["steps"],
         "control_wall_s": control["wall_s"],
+        "preflight": grpo["preflight"],
         "groups": stats["groups_generated"],
         "groups_zero_variance": stats["groups_zero_variance"],
         "wall_s": {

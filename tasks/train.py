@@ -52,7 +52,6 @@ from gymflow.train.checkpoint_choice import (
     ChosenCheckpoint,
     validation_callback,
 )
-from gymflow.train.curriculum import CurriculumPool, level_of
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import run_sft
 from gymflow.train.step_progress import step_progress
@@ -266,9 +265,9 @@ def grpo_stage(
 
 def _preflight(servers: Servers, start: Checkpoint, pool: list, settings, folder: Path):
     """GRPO's RL-readiness preflight (:mod:`gymflow.train.readiness`): said in one line,
-    logged, refused when ``on_outside`` says so. With difficulty levels, the curriculum: the
-    difficulty pool limited to the open levels (:class:`CurriculumPool`), or with uniform
-    sampling the pool cut to them. Returns ``(readiness, pool, task pool or None)``."""
+    logged, refused when ``on_outside`` says so; with difficulty levels, the curriculum
+    (:func:`~gymflow.train.readiness.drawn_pool`). Returns ``(readiness, pool, task pool or
+    None)``."""
     import mlflow
 
     out = folder / readiness.PREFLIGHT_FILE
@@ -280,15 +279,7 @@ def _preflight(servers: Servers, start: Checkpoint, pool: list, settings, folder
     mlflow.log_metrics(readiness.metrics(ready))
     mlflow.log_artifact(str(out))
     readiness.enforce(ready, settings.preflight)
-    if ready.open_levels is None:
-        return ready, pool, None
-    if settings.task_sampling == "uniform":
-        return ready, [t for t in pool if level_of(t) in ready.open_levels], None
-    rates = {int(level): figures.pass_at_1 for level, figures in ready.levels.items()}
-    task_pool = CurriculumPool(
-        pool, settings.task_pool, rates, settings.preflight.band, settings.preflight.curriculum,
-        settings.seed, folder / TASK_POOL_FILE,
-    )  # fmt: skip
+    pool, task_pool = readiness.drawn_pool(ready, pool, settings, folder / TASK_POOL_FILE)
     return ready, pool, task_pool
 
 

@@ -83,3 +83,22 @@ def test_distinct_prompts_fall_back_to_trl(counter_model, tmp_path):
     ids, mask, keep = _batch(shared.model.config.vocab_size, shared.processing_class.pad_token_id)
     rows = torch.tensor([0, 4, 8])  # one sample of each group: nothing to share
     assert shared_prompt_logps(shared.model, ids[rows], mask[rows], keep, True) is None
+
+
+def test_the_cache_goes_by_the_name_the_forward_takes(counter_model):
+    """transformers 5.24 takes the KV cache as ``cache``, earlier 5.x as ``past_key_values``;
+    the other name lands in ``**kwargs`` and is ignored (on 5.17 the completions then ran
+    without their prompt and the mask's length failed)."""
+    from gymflow.train.shared_prompt import cache_keyword
+
+    model = AutoModelForCausalLM.from_pretrained(counter_model)
+    import inspect
+
+    takes = inspect.signature(model.forward).parameters
+    assert cache_keyword(model) == ("cache" if "cache" in takes else "past_key_values")
+
+    class Older(torch.nn.Module):
+        def forward(self, input_ids=None, attention_mask=None, past_key_values=None, **kwargs):
+            return input_ids
+
+    assert cache_keyword(Older()) == "past_key_values"

@@ -46,7 +46,7 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.eval.stats import mean_ci, pass_at_k
 from gymflow.policy.base import Policy
-from gymflow.train.curriculum import CurriculumSettings, frontier, level_of
+from gymflow.train.curriculum import CurriculumPool, CurriculumSettings, frontier, level_of
 
 PREFLIGHT_FILE = "preflight.json"
 Verdict = Literal["in_band", "too_easy", "too_hard", "flat"]
@@ -317,6 +317,25 @@ def preflight(
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(json.dumps(result.model_dump(), indent=2))
     return result
+
+
+def drawn_pool(
+    readiness: Readiness, pool: list[Task], grpo, ledger: Path
+) -> tuple[list[Task], CurriculumPool | None]:
+    """What GRPO draws from after the preflight: ``(pool, curriculum pool or None)``. With
+    difficulty levels and the curriculum on, the difficulty pool limited to the open levels
+    (:class:`~gymflow.train.curriculum.CurriculumPool`, its ledger ``ledger``), or with uniform
+    sampling the pool cut to them; else the pool as it is. ``grpo`` is the run's GRPO settings."""
+    if readiness.open_levels is None:
+        return pool, None
+    if grpo.task_sampling == "uniform":
+        return [t for t in pool if level_of(t) in readiness.open_levels], None
+    rates = {int(level): figures.pass_at_1 for level, figures in readiness.levels.items()}
+    curriculum = CurriculumPool(
+        pool, grpo.task_pool, rates, grpo.preflight.band, grpo.preflight.curriculum, grpo.seed,
+        ledger,
+    )  # fmt: skip
+    return pool, curriculum
 
 
 def metrics(readiness: Readiness) -> dict[str, float]:
