@@ -18,14 +18,16 @@ included).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 
 from prefect import task
 
 from gymflow.core import progress
-from gymflow.data.task_table import read_tasks
+from gymflow.data.task_table import read_tasks, write_tasks
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.fault_injection import fail_after_checkpoint
+from gymflow.lifecycle.launched import launched
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import (
     Checkpoint,
@@ -53,7 +55,7 @@ from gymflow.train.checkpoint_choice import (
     validation_callback,
 )
 from gymflow.train.grpo import RolloutSource, run_grpo
-from gymflow.train.sft import run_sft
+from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
 from gymflow.train.step_progress import step_progress
 from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
 
@@ -98,6 +100,18 @@ def _sft(
     shown = step_progress(out.name, settings.max_steps, budget_s, logged=("loss",))
     with environment_servers(cfg) as servers:
         demos = _demonstrations(cfg, data, servers, tokenizer)
+        if cfg.train_processes > 1:  # the same stage on N processes (the control after GRPO)
+            budget = budget_s if budget_s is not None else settings.time_budget_s
+            role = "sft_control" if control else "sft"
+            result = launched(
+                cfg, role, start, out, settings.model_dump(mode="json"),
+                str(data.paths["val"]), demos, budget_s=budget,
+            )  # fmt: skip
+            if log_to_mlflow and control:
+                _log_validation(result["validation"])
+            elif log_to_mlflow:
+                _log_sampled(result["history"])
+            return result
         callbacks = [*fail_after_checkpoint(run.dir, out.name), shown]
         evaluate = None if control else _val_success(cfg, servers, data, greedy=False)
         if control:
@@ -154,7 +168,7 @@ def train_grpo_with_control(
     """
     if not cfg.sft_control:
         return grpo_stage(run, cfg, data, start), None
-    if not cfg.control_beside_grpo:
+    if not cfg.control_beside_grpo or cfg.train_processes > 1:  # N processes each: one at a time
         candidate = grpo_stage(run, cfg, data, start)
         return candidate, sft_control_stage(run, cfg, data, start, candidate.train_wall_s)
     import torch
@@ -217,23 +231,34 @@ def grpo_stage(
         if settings.preflight is not None:  # is the start inside the learnable band?
             ready, pool, task_pool = _preflight(servers, start, pool, settings, folder)
         lineage = Lineage(run.run_id, 0, 0, "grpo", env.name, data.env_version, data.dataset_hash)
-        mix = {name: pair for name, pair in servers.items() if name != cfg.env}
-        source = RolloutSource(
-            env, app, pool, settings, run.dir, lineage, on_batch=log_batch,
-            pool_file=folder / TASK_POOL_FILE, mix=mix, weights=cfg.env_weights,
-            task_pool=task_pool,
-        )  # fmt: skip
-        callbacks = fail_after_checkpoint(run.dir, "grpo")
-        callbacks = [*callbacks, step_progress("grpo", settings.max_steps, settings.time_budget_s)]
-        callbacks += _candidate_choice(cfg, servers, data, VALIDATION_METRIC, True)
         demos = None
         if settings.demo_loss is not None:  # the same demonstrations SFT and its control use
             from transformers import AutoTokenizer
 
             demos = _demonstrations(cfg, data, servers, AutoTokenizer.from_pretrained(start.path))
-        result = run_grpo(
-            Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
-        )
+        if (
+            cfg.train_processes > 1
+        ):  # the same stage on N processes (its curriculum: preflight.json)
+            result = launched(
+                cfg, "grpo", start.path, folder, settings.model_dump(mode="json"),
+                str(data.paths["val"]), demos,
+                tasks=str(write_tasks(pool, folder / "launch_tasks.parquet")),
+                lineage=dataclasses.asdict(lineage), rollout_dir=str(run.dir),
+            )  # fmt: skip
+            _log_validation(result["validation"], VALIDATION_METRIC)
+        else:
+            mix = {name: pair for name, pair in servers.items() if name != cfg.env}
+            source = RolloutSource(
+                env, app, pool, settings, run.dir, lineage, on_batch=log_batch,
+                pool_file=folder / TASK_POOL_FILE, mix=mix, weights=cfg.env_weights,
+                task_pool=task_pool,
+            )  # fmt: skip
+            callbacks = fail_after_checkpoint(run.dir, "grpo")
+            callbacks += [step_progress("grpo", settings.max_steps, settings.time_budget_s)]
+            callbacks += _candidate_choice(cfg, servers, data, VALIDATION_METRIC, True)
+            result = run_grpo(
+                Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
+            )
         _log_resumed_from(result)
         if result["validation"] is not None:  # the step handed to the gate, by validation
             mlflow.log_metric("grpo/chosen_step", result["validation"]["chosen_step"])
@@ -383,12 +408,21 @@ def _log_resumed_from(result: dict) -> None:
     mlflow.log_param("resumed_from", result["resumed_from"] or "none")
 
 
-def _log_validation(choice: dict | None) -> None:
-    """The control's validation scores (the spawned process logs nothing itself)."""
+def _log_validation(choice: dict | None, metric: str = CONTROL_VALIDATION_METRIC) -> None:
+    """A candidate's validation scores, logged after training where the training process
+    logged nothing itself (the control beside GRPO, a launched stage)."""
     import mlflow
 
     for point in choice["history"] if choice else []:
-        mlflow.log_metric(CONTROL_VALIDATION_METRIC, point["success"], step=point["step"])
+        mlflow.log_metric(metric, point["success"], step=point["step"])
+
+
+def _log_sampled(history: list[dict]) -> None:
+    """SFT's sampled validation scores, logged after a launched SFT (which logs nothing)."""
+    import mlflow
+
+    for point in history:
+        mlflow.log_metric(SAMPLED_SUCCESS_METRIC, point["sampled_success"], step=point["step"])
 
 
 @contextlib.contextmanager

@@ -88,6 +88,16 @@ class LifecycleConfig(BaseModel):
         description="Run the SFT control at the same time as GRPO (a spawned process; each "
         "gets half the CPU threads) instead of after it: the pair costs one GRPO wall time.",
     )
+    train_processes: int = Field(
+        1,
+        ge=1,
+        description="Processes SFT, the SFT control and GRPO each train on (DDP through "
+        "`accelerate launch`: gloo on CPUs, NCCL with one GPU per process; "
+        "gymflow.lifecycle.launched). sft.batch_size and grpo.prompts_per_step are the global "
+        "batch and must divide by it; with more than one, the control runs after GRPO for "
+        'GRPO\'s training wall time, and a mix of environments, grpo.engine "ray" and '
+        "grpo.vllm are refused.",
+    )
     gate: GateSettings = Field(default_factory=GateSettings)
     agent_servers: list[str] | None = Field(
         None,
@@ -161,6 +171,30 @@ class LifecycleConfig(BaseModel):
                 'eval_engine "vllm" runs the evaluations in this process; agent_servers load each '
                 "policy themselves: set one of them"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _processes_can_train(self) -> LifecycleConfig:
+        n = self.train_processes
+        if n == 1:
+            return self
+        one_process = {
+            "envs (a mix of environments)": self.envs is not None,
+            'grpo.engine "ray"': self.grpo.engine != "local",
+            f'grpo.vllm "{self.grpo.vllm}"': self.grpo.vllm != "off",
+        }
+        for what, present in one_process.items():
+            if present:
+                raise ValueError(f"{what} trains in one process: with it, set train_processes 1")
+        for what, batch in (
+            ("sft.batch_size", self.sft.batch_size),
+            ("grpo.prompts_per_step", self.grpo.prompts_per_step),
+        ):
+            if batch % n:
+                raise ValueError(
+                    f"{what} {batch} does not split over train_processes {n}: make it a "
+                    f"multiple of {n}"
+                )
         return self
 
     @model_validator(mode="after")

@@ -15,8 +15,14 @@ runs each process's share of the step's episodes and hands every result to every
 the task pool, dynamic sampling and the advantages see the whole batch; rank 0 alone writes
 the rollout rows (from every rank), the task pool's ledger, checkpoints and the final model.
 Stops that read a clock or a file (the time budget, the SFT control's twin clock) are decided
-on rank 0 and obeyed by all. SFT's sampled-success evaluation and GRPO's validation, which are
-closures of the lifecycle, are not part of a job: a launched SFT keeps its last step.
+on rank 0 and obeyed by all.
+
+A caller with closures of its own (the lifecycle: SFT's sampled-success evaluation, the one
+checkpoint rule's greedy validation, GRPO's curriculum and rollout lineage) names a *hooks*
+factory in the job (``"module:function"``, importable in every process): each process enters
+it as a context manager and gets a :class:`JobHooks`. Evaluations run on rank 0 alone, while
+the other ranks wait for its answer (:func:`~gymflow.train.distributed.agreed`), so every rank
+stops, scores and saves at the same step.
 
 Rollouts run on the local engine (the training model generates); Ray workers and a vLLM
 engine process are one-process features and refused here.
@@ -24,10 +30,14 @@ engine process are one-process features and refused here.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -61,6 +71,26 @@ class LaunchJob(BaseModel):
     time_budget_s: float | None = Field(None, description="SFT: stop after this training time.")
     twin_clock: TwinClockJob | None = Field(None, description="SFT control: GRPO's wall time.")
     resume: bool = True
+    hooks: str | None = Field(
+        None,
+        description='"module:function": a context manager factory called with the job in '
+        "every process, yielding its JobHooks (closures a JSON job cannot carry).",
+    )
+    hooks_args: dict = Field(default_factory=dict, description="What the hooks factory reads.")
+
+
+@dataclass
+class JobHooks:
+    """A caller's closures for one launched stage (every field optional)."""
+
+    evaluate: Callable[[object, object], float] | None = None
+    """SFT: ``evaluate(model, tokenizer) -> sampled success`` (its target and its pick)."""
+    choose: Callable[[object, object], float] | None = None
+    """The checkpoint rule's score (:func:`~gymflow.train.checkpoint_choice.validation_callback`)."""
+    choose_every: int = 1
+    source: dict = field(default_factory=dict)
+    """GRPO: further :class:`~gymflow.train.grpo.RolloutSource` arguments (lineage, the
+    curriculum's task pool, where rollout rows go)."""
 
 
 def launch(job: LaunchJob, processes: int, timeout_s: float | None = None) -> dict:
@@ -154,25 +184,49 @@ def run_job(job: LaunchJob) -> dict:
     settings = per_process(job, processes)
     model, out = Path(job.model_path), Path(job.out_dir)
     demos = [row for _, row in read_jsonl(Path(job.demos))] if job.demos else None
-    if job.stage == "sft":
-        from gymflow.train.sft import SFTSettings, run_sft
+    with _hooks(job) as hooks:
+        callbacks = []
+        if hooks.choose is not None:
+            from gymflow.train.checkpoint_choice import validation_callback
 
-        stop = sft_stop(job)
-        return run_sft(
-            model, out, demos or [], SFTSettings(**settings), log_to_mlflow=False,
-            should_stop=stop, resume=job.resume,
+            choose = on_rank_0(hooks.choose)
+            callbacks = [validation_callback(choose, hooks.choose_every, log_to_mlflow=False)]
+        if job.stage == "sft":
+            from gymflow.train.sft import SFTSettings, run_sft
+
+            evaluate = on_rank_0(hooks.evaluate) if hooks.evaluate is not None else None
+            return run_sft(
+                model, out, demos or [], SFTSettings(**settings), evaluate=evaluate,
+                log_to_mlflow=False, should_stop=sft_stop(job), resume=job.resume,
+                callbacks=callbacks,
+            )  # fmt: skip
+        from gymflow.data.task_table import read_tasks
+        from gymflow.env.resources_server import build_app
+        from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
+        from gymflow.train.task_pool import TASK_POOL_FILE
+
+        env = load_env(job.env)
+        grpo = GRPOSettings(**settings)
+        where = {"out_dir": out, "pool_file": out / TASK_POOL_FILE} | hooks.source
+        source = RolloutSource(env, build_app(env), read_tasks(Path(job.tasks)), grpo, **where)
+        return run_grpo(
+            model, out, source, grpo, log_to_mlflow=False, resume=job.resume, demos=demos,
+            callbacks=callbacks,
         )  # fmt: skip
-    from gymflow.data.task_table import read_tasks
-    from gymflow.env.resources_server import build_app
-    from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
 
-    env = load_env(job.env)
-    grpo = GRPOSettings(**settings)
-    source = RolloutSource(
-        env, build_app(env), read_tasks(Path(job.tasks)), grpo, out_dir=out,
-        pool_file=out / "task_pool.json",
-    )  # fmt: skip
-    return run_grpo(model, out, source, grpo, log_to_mlflow=False, resume=job.resume, demos=demos)
+
+def on_rank_0(evaluate: Callable[[object, object], float]) -> Callable[[object, object], float]:
+    """``evaluate`` run by rank 0 alone (generation on its own copy of the model: no collective
+    inside), its answer handed to every rank, which wait for it (:func:`agreed`)."""
+    return lambda model, tokenizer: agreed(lambda: evaluate(model, tokenizer))
+
+
+def _hooks(job: LaunchJob):
+    """The job's hooks factory entered (a context manager), or no hooks."""
+    if job.hooks is None:
+        return contextlib.nullcontext(JobHooks())
+    module, _, name = job.hooks.partition(":")
+    return getattr(importlib.import_module(module), name)(job)
 
 
 def load_env(spec: str):
@@ -181,8 +235,6 @@ def load_env(spec: str):
         from gymflow.env.registry import get_env
 
         return get_env(spec)
-    import importlib
-
     module, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module), attr)()
 
@@ -210,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: python -m gymflow.train.launch JOB.json")
     job = LaunchJob.model_validate_json(Path(args[0]).read_text())
     result = run_job(job)
+    result["processes"] = world_size()  # what trained: the launcher's count, seen from inside
     if is_main():
         path = Path(job.out_dir) / "launch_result.json"
         tmp = path.with_suffix(".tmp")
