@@ -10,7 +10,9 @@ SFT to the GRPO start with the config's sampled-validation target, then GRPO and
 side by side (the control in a spawned process, stopped at GRPO's training wall
 time by :mod:`gymflow.train.twin_clock`, as ``control_beside_grpo`` does), both picking their
 checkpoint on the validation split as in a run, and greedy success on the first ``heldout_n``
-held-out tasks for the start, GRPO and the control (paired, per task).
+held-out tasks for the start, GRPO and the control (paired, per task), stored as a run's gate
+stores them (``seed-S/eval/heldout-<label>.parquet``: ``benchmarks/gate.py WORK/seed-*``
+replays the sequential gate on them).
 
 Every seed runs in its own process, all at once (a GPU has room for several 135 M models;
 generation there is bound by the host, so the seeds share the GPU without queueing behind
@@ -210,16 +212,17 @@ def one_seed(
     success = {}
     with environment_servers(cfg) as servers:
         env, app = servers[cfg.env]
-        for name, path in (
-            ("start", sft["path"]),
-            ("grpo", grpo["path"]),
-            ("control", control["path"]),
+        for name, label, path in (
+            ("start", "baseline", sft["path"]),
+            ("grpo", "candidate", grpo["path"]),
+            ("control", "sft_control", control["path"]),
         ):
             rows, _ = evaluate_policy(
                 env, app, TransformersPolicy.from_path(path), heldout, greedy=True,
                 max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
             )  # fmt: skip
             success[name] = [float(r["success"]) for r in rows]
+            _write_rows(out / "eval" / f"heldout-{label}.parquet", rows, label)
     stats = grpo["dynamic_sampling"]
     _say(
         f"seed {seed}: held-out "
@@ -261,6 +264,18 @@ def one_seed(
             "heldout_eval": round(time.time() - t_train, 1),
         },
     }
+
+
+def _write_rows(path: Path, rows: list[dict], label: str) -> None:
+    """The held-out rows in the gate's layout (``<seed>/eval/heldout-<label>.parquet``), so
+    ``benchmarks/gate.py SEED_DIR...`` replays the sequential gate on them."""
+    import polars as pl
+
+    from gymflow.data.schemas import EVAL_ROWS, write_table
+
+    labelled = [{**r, "policy": label} for r in rows]  # as the gate labels its rows
+    frame = pl.DataFrame(labelled, schema_overrides={"failure_kind": pl.String})
+    write_table(frame.select(list(EVAL_ROWS.columns)), EVAL_ROWS, path)
 
 
 def _say(line: str) -> None:
