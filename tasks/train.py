@@ -151,6 +151,7 @@ def sft_stage(
         resumed_from=result["resumed_from"],
         stopped_by=result["stopped_by"],
         samples=result["steps"] * cfg.sft.batch_size,
+        processes=result.get("processes", 1),
         stage=info,
     )
 
@@ -284,6 +285,7 @@ def grpo_stage(
         stopped_by=result["stopped_by"],
         samples=result["steps"] * cfg.grpo.prompts_per_step * cfg.grpo.num_generations,
         preflight=ready.model_dump() if ready is not None else None,
+        processes=result.get("processes", 1),
         stage=info,
     )
 
@@ -346,6 +348,7 @@ def sft_control_stage(
         choice=ChosenCheckpoint(**choice) if choice else None,
         stopped_by=result["stopped_by"],
         samples=result["steps"] * cfg.sft.batch_size,
+        processes=result.get("processes", 1),
         stage=info,
     )
 

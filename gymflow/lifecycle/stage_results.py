@@ -131,6 +131,8 @@ class SFTResult(Checkpoint):
     """The limit that ended training (:func:`gymflow.train.sft.run_sft`)."""
     samples: int | None = None
     """Demonstrations trained on, repeats counted (steps × batch size)."""
+    processes: int = 1
+    """Processes it trained on (``train_processes``)."""
 
 
 class GRPOResult(Checkpoint):
@@ -156,6 +158,8 @@ class GRPOResult(Checkpoint):
     preflight: dict[str, Any] | None = None
     """The RL-readiness preflight's figures and verdict (:class:`gymflow.train.readiness.
     Readiness`); None when ``grpo.preflight`` is off."""
+    processes: int = 1
+    """Processes it trained on (``train_processes``)."""
 
 
 class SFTControlResult(Checkpoint):
@@ -176,6 +180,8 @@ class SFTControlResult(Checkpoint):
     samples: int | None = None
     """Demonstrations trained on, repeats counted (steps × batch size): what GRPO's wall time
     bought the cheap alternative."""
+    processes: int = 1
+    """Processes it trained on (``train_processes``)."""
 
 
 class ControlComparison(BaseModel):

@@ -69,6 +69,7 @@ def build_summary(
             "wall_s": grpo.stage.wall_s,
             "train_wall_s": grpo.train_wall_s,
             "threads": grpo.threads,
+            "processes": grpo.processes,
             "resumed_from": grpo.resumed_from,
             "dynamic_sampling": grpo.dynamic_sampling,
             "pool": grpo.pool,
@@ -86,6 +87,7 @@ def build_summary(
             "history": sft.history,
             "stopped_by": sft.stopped_by,
             "samples": sft.samples,
+            "processes": sft.processes,
         }
     if (drift := results.verifier_drift) is not None:
         summary["verifier_drift"] = drift.model_dump(exclude={"stage"})
@@ -96,6 +98,7 @@ def build_summary(
             "wall_s": control.stage.wall_s,
             "budget_s": control.budget_s,
             "beside_grpo": control.beside_grpo,
+            "processes": control.processes,
             "stopped_by": control.stopped_by,
             "samples": control.samples,
             **({"heldout": rates(versus.summary)} if versus else {}),
