@@ -144,14 +144,10 @@ def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
         env, app = servers[cfg.env]
         ready, task_pool = None, None
         if settings.preflight is not None:  # as the GRPO stage: the preflight, the curriculum
-            ready = readiness.preflight(
-                servers, start, pool, settings.num_generations, settings.temperature,
-                settings.max_new_tokens, settings.preflight, settings.seed,
-                folder / readiness.PREFLIGHT_FILE,
+            ready, pool, task_pool = readiness.before_grpo(
+                servers, start, pool, settings, folder,
+                lambda r, _: _say(f"seed {cfg.seed}: {r.message}"),
             )  # fmt: skip
-            _say(f"seed {cfg.seed}: {ready.message}")
-            readiness.enforce(ready, settings.preflight)
-            pool, task_pool = readiness.drawn_pool(ready, pool, settings, folder / TASK_POOL_FILE)
         lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
         source = RolloutSource(
             env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE,

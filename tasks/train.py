@@ -237,9 +237,7 @@ def grpo_stage(
             from transformers import AutoTokenizer
 
             demos = _demonstrations(cfg, data, servers, AutoTokenizer.from_pretrained(start.path))
-        if (
-            cfg.train_processes > 1
-        ):  # the same stage on N processes (its curriculum: preflight.json)
+        if cfg.train_processes > 1:  # N processes (the curriculum: from preflight.json)
             result = launched(
                 cfg, "grpo", start.path, folder, settings.model_dump(mode="json"),
                 str(data.paths["val"]), demos,
@@ -297,17 +295,12 @@ def _preflight(servers: Servers, start: Checkpoint, pool: list, settings, folder
     None)``."""
     import mlflow
 
-    out = folder / readiness.PREFLIGHT_FILE
-    ready = readiness.preflight(
-        servers, start.path, pool, settings.num_generations, settings.temperature,
-        settings.max_new_tokens, settings.preflight, settings.seed, out,
-    )  # fmt: skip
-    progress.note(ready.message)
-    mlflow.log_metrics(readiness.metrics(ready))
-    mlflow.log_artifact(str(out))
-    readiness.enforce(ready, settings.preflight)
-    pool, task_pool = readiness.drawn_pool(ready, pool, settings, folder / TASK_POOL_FILE)
-    return ready, pool, task_pool
+    def report(ready: readiness.Readiness, file: Path) -> None:
+        progress.note(ready.message)
+        mlflow.log_metrics(readiness.metrics(ready))
+        mlflow.log_artifact(str(file))
+
+    return readiness.before_grpo(servers, start.path, pool, settings, folder, report)
 
 
 @task(name="sft_control", **STAGE_OPTIONS)

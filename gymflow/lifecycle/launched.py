@@ -9,8 +9,8 @@ rollout folder and curriculum (from the preflight the stage ran before launching
 run on rank 0 while the others wait (:func:`gymflow.train.launch.on_rank_0`).
 
 What a launched stage does not do that an in-process one does: log each step to MLflow as it
-goes (the stage logs the result, validation scores included, afterwards), print per-step progress, or mix environments
-(the config refuses it: ``LifecycleConfig.train_processes``).
+goes (the stage logs the result, validation scores included, afterwards), print per-step
+progress, or mix environments (the config refuses it: ``LifecycleConfig.train_processes``).
 """
 
 from __future__ import annotations

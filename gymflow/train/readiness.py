@@ -37,6 +37,7 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -47,6 +48,7 @@ from gymflow.core.task_record import Task
 from gymflow.eval.stats import mean_ci, pass_at_k
 from gymflow.policy.base import Policy
 from gymflow.train.curriculum import CurriculumPool, CurriculumSettings, frontier, level_of
+from gymflow.train.task_pool import TASK_POOL_FILE
 
 PREFLIGHT_FILE = "preflight.json"
 Verdict = Literal["in_band", "too_easy", "too_hard", "flat"]
@@ -336,6 +338,30 @@ def drawn_pool(
         ledger,
     )  # fmt: skip
     return pool, curriculum
+
+
+def before_grpo(
+    servers: dict[str, tuple],
+    start: str | Path,
+    pool: list[Task],
+    grpo,
+    folder: Path,
+    report: Callable[[Readiness, Path], None],
+) -> tuple[Readiness, list[Task], CurriculumPool | None]:
+    """GRPO's preflight as its stage runs it, in GRPO's ``folder``: sampled with the run's GRPO
+    settings ``grpo`` (or read from ``preflight.json`` there), handed to ``report`` with that
+    file (said, logged) before ``on_outside`` may refuse it, then what GRPO draws from
+    (:func:`drawn_pool`, its ledger the folder's task pool file). Returns ``(readiness, pool,
+    curriculum pool or None)``."""
+    out = folder / PREFLIGHT_FILE
+    ready = preflight(
+        servers, start, pool, grpo.num_generations, grpo.temperature, grpo.max_new_tokens,
+        grpo.preflight, grpo.seed, out,
+    )  # fmt: skip
+    report(ready, out)
+    enforce(ready, grpo.preflight)
+    pool, task_pool = drawn_pool(ready, pool, grpo, folder / TASK_POOL_FILE)
+    return ready, pool, task_pool
 
 
 def metrics(readiness: Readiness) -> dict[str, float]:
