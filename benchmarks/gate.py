@@ -8,8 +8,9 @@
 champion's) held-out rows (``eval/heldout-<label>.parquet``) are replayed through the gate's
 own held-out phase (:func:`gymflow.eval.sequential_gate.run_heldout`): once sequentially (the
 default settings: batches of 32 tasks in the gate's seeded order, stopping once every verdict
-is settled), once on every task (``sequential`` false: the full gate, the same rule), and the
-full set is also judged by a fixed-n exact one-sided sign test at each candidate's level
+is settled), once more with ``settle_choice`` (when both candidates pass, it goes on until
+GRPO − control is settled), once on every task (``sequential`` false: the full gate, the same
+rule), and the full set is also judged by a fixed-n exact one-sided sign test at each candidate's level
 (McNemar's, the usual fixed-n choice), for reference. Per run: the decision of each, the tasks
 and the share of episodes the sequential gate used. The guardrail sets (general capability)
 are not stored per task, so they are not replayed here.
@@ -92,9 +93,13 @@ def replay(run: Path, seed: int) -> dict:
 
     champion = "champion v?" if "champion" in rows else None
     out = {"run": run.name, "tasks": len(order)}
-    for rule, sequential in (("sequential", True), ("full", False)):
-        held = run_heldout(order, names, evaluate, GateSettings(sequential=sequential), None,
-                           champion)  # fmt: skip
+    rules = {
+        "sequential": GateSettings(),
+        "sequential_settle_choice": GateSettings(settle_choice=True),
+        "full": GateSettings(sequential=False),
+    }
+    for rule, settings in rules.items():
+        held = run_heldout(order, names, evaluate, settings, None, champion)
         r = held.result
         out[rule] = {
             "passed": r.passed, "chosen": r.chosen if r.passed else None,
@@ -111,11 +116,9 @@ def replay(run: Path, seed: int) -> dict:
         mine = [int(by_id[name][i]["success"]) for i in order]
         exact[name] = _sign_test(mine, start) < level
     out["fixed_n_sign_test"] = {"verdicts_on_start": exact}
-    out["same_decision"] = (
-        out["sequential"]["passed"] == out["full"]["passed"]
-        and out["sequential"]["chosen"] == out["full"]["chosen"]
-        and out["sequential"]["verdicts"] == out["full"]["verdicts"]
-    )
+    for rule in ("sequential", "sequential_settle_choice"):
+        key = "same_decision" + rule.removeprefix("sequential")
+        out[key] = all(out[rule][k] == out["full"][k] for k in ("passed", "chosen", "verdicts"))
     return out
 
 
@@ -218,6 +221,10 @@ def main() -> None:
     load = os.getloadavg()
     started = time.time()
     runs = [replay(run, args.seed) for run in args.runs]
+    for r in runs:
+        print(f"{r['run']}: " + "; ".join(
+            f"{rule} {r[rule]['chosen'] or 'nothing'} ({100 * r[rule]['episode_share']:.0f} %)"
+            for rule in ("sequential", "sequential_settle_choice", "full")))  # fmt: skip
     rng = np.random.default_rng(args.seed)
     scenarios = {}
     for name, (start_p, cands) in SCENARIOS.items():
@@ -230,7 +237,11 @@ def main() -> None:
         print(f"{name}: {sim['false_promotions']} false promotions in {sim['gates']} gates "
               f"({sim['false_promotion_rate']:.4f}); mean {sim['mean_tasks_used']} tasks, "
               f"{100 * sim['mean_episode_share']:.0f} % of the episodes")  # fmt: skip
-    shares = [r["sequential"]["episode_share"] for r in runs]
+
+    def share(rule: str) -> float | None:
+        shares = [r[rule]["episode_share"] for r in runs]
+        return round(sum(shares) / len(shares), 3) if shares else None
+
     result = {
         "benchmark": "gate",
         "alpha": ALPHA,
@@ -239,7 +250,11 @@ def main() -> None:
         "stored_summary": {
             "runs": len(runs),
             "same_decision": sum(r["same_decision"] for r in runs),
-            "mean_episode_share": round(sum(shares) / len(shares), 3) if shares else None,
+            "mean_episode_share": share("sequential"),
+            "settle_choice": {
+                "same_decision": sum(r["same_decision_settle_choice"] for r in runs),
+                "mean_episode_share": share("sequential_settle_choice"),
+            },
         },
         "simulation": {"tasks": N, "batch": BATCH, "scenarios": scenarios},
         "wall_s": round(time.time() - started, 1),

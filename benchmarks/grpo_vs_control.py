@@ -9,7 +9,8 @@ pool split, its environment servers, validation scorer, demonstrations and SFT s
 SFT to the GRPO start with the config's sampled-validation target, then GRPO and the control
 side by side (the control in a spawned process, stopped at GRPO's training wall
 time by :mod:`gymflow.train.twin_clock`, as ``control_beside_grpo`` does), both picking their
-checkpoint on the validation split as in a run, and greedy success on the first ``heldout_n``
+checkpoint by the run's one rule (greedy validation every ``grpo.validate_every`` steps, step
+0 included: :mod:`gymflow.train.checkpoint_choice`), and greedy success on the first ``heldout_n``
 held-out tasks for the start, GRPO and the control (paired, per task), stored as a run's gate
 stores them (``seed-S/eval/heldout-<label>.parquet``: ``benchmarks/gate.py WORK/seed-*``
 replays the sequential gate on them).
@@ -96,17 +97,25 @@ def _sft(
         sft_settings,
         validation_success,
     )
+    from gymflow.train.checkpoint_choice import validation_callback
     from gymflow.train.sft import run_sft
 
-    settings = sft_settings(cfg, control=should_stop is not None)
-    if should_stop is not None and control_eval_every:
-        settings = settings.model_copy(update={"eval_every": control_eval_every})
+    control = should_stop is not None
+    settings = sft_settings(cfg, control=control)
     with environment_servers(cfg) as servers:
         demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
+        # SFT hands over at the sampled-validation target; the control, a candidate, is chosen
+        # by the one checkpoint rule GRPO's is (greedy, step 0 included), as in a run
+        evaluate, callbacks = validation_success(cfg, servers, val, greedy=False), []
+        every = control_eval_every or cfg.grpo.validate_every
+        if control:
+            evaluate = None
+            if every is not None:
+                greedy = validation_success(cfg, servers, val, greedy=True)
+                callbacks = [validation_callback(greedy, every, False)]
         return run_sft(
-            Path(start), out, demos, settings,
-            evaluate=validation_success(cfg, servers, val, greedy=False), log_to_mlflow=False,
-            should_stop=should_stop,
+            Path(start), out, demos, settings, evaluate=evaluate, log_to_mlflow=False,
+            should_stop=should_stop, callbacks=callbacks,
         )  # fmt: skip
 
 
@@ -122,7 +131,11 @@ def _control(
     torch.set_num_threads(threads)
     clock = twin_clock.TwinClock(out.parent / "grpo", cfg.digest(), parent_pid)
     result = _sft(cfg, start, out, demo_tasks, val, clock, eval_every)
-    return {"path": result["path"], "steps": result["steps"], "wall_s": result["wall_s"]}
+    validation = result["validation"] or {}
+    return {
+        "path": result["path"], "steps": result["steps"], "wall_s": result["wall_s"],
+        "chosen_step": validation.get("chosen_step"),
+    }  # fmt: skip
 
 
 def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
@@ -183,7 +196,9 @@ def one_seed(
     from gymflow.policy.transformers_backend import TransformersPolicy
 
     quiet_libraries()
-    torch.set_num_threads(threads)
+    # SFT runs alone, so on the seed's whole share of the cores; GRPO and the control then
+    # split it, ``threads`` each
+    torch.set_num_threads(2 * threads)
     cfg = LifecycleConfig.model_validate_json(cfg_json).overridden({"seed": seed})
     out = work / f"seed-{seed}"
     out.mkdir(parents=True, exist_ok=True)
@@ -192,6 +207,7 @@ def one_seed(
     demo_tasks, pool, val, heldout = _tasks(cfg)
     sft = _sft(cfg, start, out / "sft", demo_tasks, val)
     t_sft = time.time()
+    torch.set_num_threads(threads)
     _say(f"seed {seed}: GRPO start after {sft['steps']} SFT steps ({t_sft - t0:.0f} s)")
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as beside:
@@ -202,6 +218,7 @@ def one_seed(
         grpo = _grpo(cfg, sft["path"], out / "grpo", pool, val, demo_tasks)
         control = control.result()
     t_train = time.time()
+    torch.set_num_threads(2 * threads)  # the held-out evaluation runs alone again
     _say(
         f"seed {seed}: GRPO {grpo['steps']} steps, control {control['steps']} ({t_train - t_sft:.0f} s)"
     )
@@ -250,6 +267,7 @@ def one_seed(
         "grpo_chosen_step": validation.get("chosen_step"),
         "grpo_wall_s": grpo["wall_s"],
         "control_steps": control["steps"],
+        "control_chosen_step": control["chosen_step"],
         "control_wall_s": control["wall_s"],
         "preflight": grpo["preflight"],
         "groups": stats["groups_generated"],
@@ -298,13 +316,17 @@ def main() -> None:
         "--grpo-budget", type=float, help="GRPO's time_budget_s (else the config's)"
     )
     parser.add_argument(
-        "--threads", type=int, help="torch threads per process (default: cores / 2 / seeds)"
+        "--threads",
+        type=int,
+        help="torch threads of GRPO and of the control each (default: cores / 2 / seeds); "
+        "SFT and the held-out evaluation, alone, get twice as many",
     )
     parser.add_argument(
         "--control-eval-every",
         type=int,
-        help="the control's sampled-validation interval (else the config's sft.eval_every; a "
-        "GPU's SFT step is so cheap that a CPU-sized interval spends the control's time scoring)",
+        help="the control's validation interval for the one checkpoint rule (else the config's "
+        "grpo.validate_every, as in a run; a GPU's SFT step is so cheap that a CPU-sized "
+        "interval spends the control's time scoring)",
     )
     parser.add_argument("--work", type=Path, default=Path("scratch/grpo_vs_control"))
     args = parser.parse_args()

@@ -20,14 +20,15 @@ import pytest
 from gymflow.eval.evaluation import summarize
 from gymflow.eval.evidence import paired
 from gymflow.eval.gate import Candidate, Champion, GateSettings, choose, latency_figures
+from gymflow.eval.sequential_gate import gate_order, run_heldout
 from gymflow.eval.stats import paired_delta
 
 N = 379  # the default held-out size
 
 
-def _successes(rate: float, seed: int) -> list[int]:
-    wins = round(rate * N)
-    out = [1] * wins + [0] * (N - wins)
+def _successes(rate: float, seed: int, n: int = N) -> list[int]:
+    wins = round(rate * n)
+    out = [1] * wins + [0] * (n - wins)
     random.Random(seed).shuffle(out)
     return out
 
@@ -337,3 +338,45 @@ def test_a_candidate_equal_to_its_start_is_refused_before_every_task_is_used():
     exact = same.model_copy(update={"delta": paired_delta_cs(start, start, short_of=0.0)})
     open_ = choose(_summary(_rows(start)), [exact], GateSettings(futility_gain=0), exhausted=False)
     assert not open_.verdicts[0].settled, "without it, every task"
+
+
+def _episodes(success: list[int], invalid: set[int]) -> list[dict]:
+    return [
+        {"task_id": f"t{i:03d}", "success": bool(s) and i not in invalid,
+         "valid_json": i not in invalid, "unsafe": False, "reward": float(s),
+         "failure_kind": None if s else "wrong_answer", "completion_tokens": 12,
+         "latency_s": 0.05}
+        for i, s in enumerate(success)
+    ]  # fmt: skip
+
+
+def _sequential(start: list[dict], grpo: list[dict], sequential: bool = True):
+    table = {"baseline": {r["task_id"]: r for r in start}, "grpo": {r["task_id"]: r for r in grpo}}
+    order = gate_order(sorted(table["baseline"]), 0)
+    return run_heldout(
+        order, ["grpo"], lambda label, ids: [table[label][i] for i in ids],
+        GateSettings(sequential=sequential),
+    )  # fmt: skip
+
+
+def test_one_invalid_answer_in_the_first_batch_does_not_stop_the_gate_with_a_refusal():
+    """A 2026-11-28 default run, replayed: one invalid answer in the first 32 tasks is a 3.1 %
+    valid-JSON drop (> 0.02) while the whole set's is 0.3 %. The breach keeps the candidate
+    open instead of refusing it on 32 tasks; the next batch clears it, and the sequential gate
+    promotes what the full gate promotes. A breach that lasts is refused at the end."""
+    n = 396
+    start = _episodes(_successes(0.3, 11, n), set())
+    better = _successes(0.95, 12, n)
+    clean = _sequential(start, _episodes(better, set()))
+    assert clean.result.passed and clean.result.tasks_used == 32, "settled on the first batch"
+    first = int(gate_order([f"t{i:03d}" for i in range(n)], 0)[0][1:])
+    held = _sequential(start, _episodes(better, {first}))
+    assert held.looks[0] == {"tasks": 32, "open": ["grpo"]}, "open after the first batch"
+    assert held.result.passed and held.result.chosen == "grpo"
+    assert 32 < held.result.tasks_used < n, "stopped early, once the breach was gone"
+    full = _sequential(start, _episodes(better, {first}), sequential=False)
+    assert full.result.passed and full.result.chosen == "grpo"
+
+    lasting = _sequential(start, _episodes(better, set(range(0, n, 10))))  # 10 % invalid
+    assert not lasting.result.passed and lasting.result.tasks_used == n
+    assert "valid-JSON rate fell by" in lasting.result.verdicts[0].reason

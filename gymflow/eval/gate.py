@@ -16,7 +16,9 @@ candidate's verdict is settled. A candidate passes when
 * against each of them, on the tasks it was evaluated on, its valid-JSON rate does not fall
   and its unsafe-action rate does not rise beyond the margins, and its **latency** — p95
   completion tokens per episode, or p95 seconds (:attr:`GateSettings.latency`) — rises by no
-  more than ``max_latency_rise`` (thresholds on the point estimates, read at the stop);
+  more than ``max_latency_rise`` (thresholds on the point estimates, read at the stop; a
+  breach keeps a candidate open until every task is used, so it refuses only if it is still
+  there on the whole set: a few tasks' noise cannot stop the gate with a refusal);
 * **general capability**: on sets the run does not train on, where the start has something to
   lose, the candidate is shown to lose no more than ``general_margin`` (non-inferiority: the
   lower bound above minus the margin; a set where the start is at the floor is skipped and the
@@ -240,12 +242,15 @@ def _judge(
         held = c.champion_summary or champion.summary
         refs.append((champion.label, held, c.champion_delta, c.champion_env_deltas))
     failures, gains, per_env, settled_fail, gains_settled = [], [], [], False, True
+    broken_guardrail = False
     for label, summary, delta, env_deltas in refs:
         gain, ok, state = _gain(label, delta, settings, exhausted)
         (gains if ok else failures).append(gain)
         settled_fail |= state == "fail"
         gains_settled &= state == "pass"
-        failures += _guardrails(label, summary, c.summary, settings)
+        broken = _guardrails(label, summary, c.summary, settings)
+        failures += broken
+        broken_guardrail |= bool(broken)
         if len(env_deltas) > 1:
             judged = [_per_env(env, d, label) for env, d in env_deltas.items()]
             failures += [text for text, ok in judged if not ok]
@@ -269,7 +274,11 @@ def _judge(
     return Verdict(
         candidate=c.name,
         passed=not failures,
-        settled=exhausted or settled_fail or gains_settled,
+        # a guardrail read on part of the held-out set is a point estimate on a few tasks (one
+        # invalid answer in 32 is a 3 % drop): it refuses at the end, and does not settle the
+        # verdict before; the candidate stays open while a breach shows, so a breach that is
+        # noise disappears with more tasks and one that is real is still there at the end
+        settled=exhausted or settled_fail or (gains_settled and not broken_guardrail),
         reason=reason,
         success=c.summary["success"],
         delta_success=c.delta.delta,
