@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 import torch
 
+from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.jsonl import write_jsonl_atomic
 from gymflow.data.task_set import build_tasks
 from gymflow.data.task_table import write_tasks
@@ -110,3 +111,19 @@ def test_two_processes_train_like_one_on_the_same_global_batch(inputs, counter_m
     assert all(
         (inputs / "two" / "grpo" / "trainer" / c / "gymflow_resume.json").is_file() for c in saved
     )
+
+
+def test_a_failed_launch_keeps_every_process_output_and_names_it(tmp_path):
+    """The launcher's summary ends the output and hides the failing rank's own lines: the
+    whole output is kept beside the job, and the one-line error names the file."""
+    job = LaunchJob(
+        stage="sft", model_path=str(tmp_path / "no-such-model"), out_dir=str(tmp_path / "sft"),
+        demos=str(tmp_path / "demos.jsonl"), settings={"max_steps": 1, "batch_size": 2},
+    )  # fmt: skip
+    with pytest.raises(GymflowError) as failed:
+        launch(job, processes=1, timeout_s=300)
+    log = tmp_path / "sft" / "launch_output.log"
+    assert failed.value.kind == FailureKind.INTERNAL_ERROR
+    assert f"every process's output: {log}" in str(failed.value)
+    # the process's own error (no demonstrations file), which the summary's tail leaves out
+    assert "demos.jsonl: cannot read" in log.read_text()

@@ -118,10 +118,15 @@ def launch(job: LaunchJob, processes: int, timeout_s: float | None = None) -> di
     env.setdefault("OMP_NUM_THREADS", str(threads))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0 or not result_file.exists():
+        # the launcher's summary ends the output; the failing rank's own lines come before it,
+        # so the whole output is kept beside the job and the error names it
+        log = out / "launch_output.log"
+        log.write_text(done.stdout + done.stderr)
         tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-12:])
         raise GymflowError(
             FailureKind.INTERNAL_ERROR,
-            f"the {processes}-process {job.stage} launch exited with {done.returncode}: {tail}",
+            f"the {processes}-process {job.stage} launch exited with {done.returncode} "
+            f"(every process's output: {log}): {tail}",
         )
     return json.loads(result_file.read_text())
 
