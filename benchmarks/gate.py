@@ -10,8 +10,8 @@ own held-out phase (:func:`gymflow.eval.sequential_gate.run_heldout`): once sequ
 default settings: batches of 32 tasks in the gate's seeded order, stopping once every verdict
 is settled), once more with ``settle_choice`` (when both candidates pass, it goes on until
 GRPO − control is settled), once on every task (``sequential`` false: the full gate, the same
-rule), and the full set is also judged by a fixed-n exact one-sided sign test at each candidate's level
-(McNemar's, the usual fixed-n choice), for reference. Per run: the decision of each, the tasks
+rule), and the full set is also judged by a fixed-n exact one-sided sign test at each
+candidate's level (McNemar's, the usual fixed-n choice), for reference. Per run: the decision of each, the tasks
 and the share of episodes the sequential gate used. The guardrail sets (general capability)
 are not stored per task, so they are not replayed here.
 

@@ -106,13 +106,13 @@ def _sft(
         demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
         # SFT hands over at the sampled-validation target; the control, a candidate, is chosen
         # by the one checkpoint rule GRPO's is (greedy, step 0 included), as in a run
-        evaluate, callbacks = validation_success(cfg, servers, val, greedy=False), []
+        evaluate, callbacks = None, []
         every = control_eval_every or cfg.grpo.validate_every
-        if control:
-            evaluate = None
-            if every is not None:
-                greedy = validation_success(cfg, servers, val, greedy=True)
-                callbacks = [validation_callback(greedy, every, False)]
+        if not control:
+            evaluate = validation_success(cfg, servers, val, greedy=False)
+        elif every is not None:
+            greedy = validation_success(cfg, servers, val, greedy=True)
+            callbacks = [validation_callback(greedy, every, False)]
         return run_sft(
             Path(start), out, demos, settings, evaluate=evaluate, log_to_mlflow=False,
             should_stop=should_stop, callbacks=callbacks,

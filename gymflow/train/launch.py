@@ -120,9 +120,9 @@ def launch(job: LaunchJob, processes: int, timeout_s: float | None = None) -> di
     if done.returncode != 0 or not result_file.exists():
         # the launcher's summary ends the output; the failing rank's own lines come before it,
         # so the whole output is kept beside the job and the error names it
-        log = out / "launch_output.log"
-        log.write_text(done.stdout + done.stderr)
-        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-12:])
+        output, log = done.stdout + done.stderr, out / "launch_output.log"
+        log.write_text(output)
+        tail = " | ".join(output.strip().splitlines()[-12:])
         raise GymflowError(
             FailureKind.INTERNAL_ERROR,
             f"the {processes}-process {job.stage} launch exited with {done.returncode} "
