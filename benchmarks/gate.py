@@ -19,9 +19,12 @@ are not stored per task, so they are not replayed here.
 them — run the same decision rule vectorised (:func:`gymflow.eval.sequential.first_crossings`:
 each candidate's confidence sequence at alpha / 2, looked at every 32 tasks; a candidate
 passes once its lower bound passes 0, is refused once its upper bound falls under the futility
-gain (0.05) first, and is no longer evaluated then; the higher of two passing candidates on
-their common tasks is promoted) on 396 held-out tasks. A *false promotion* is promoting a
-candidate whose true success difference with the start is at most 0. The vectorised rule is
+gain (0.05) first, and is no longer evaluated then; of two passing candidates GRPO is
+promoted only once GRPO − control's lower bound passed 0 on their common tasks, else the
+control) on 396 held-out tasks. A *false promotion* is promoting a candidate whose true
+success difference with the start is at most 0; a *false credit to RL* is promoting GRPO over
+a passing control that is truly as good (counted where GRPO's true success is at most the
+control's). The vectorised rule is
 checked against the real ``run_heldout`` on the first simulated gates of each scenario.
 """
 
@@ -54,6 +57,7 @@ SCENARIOS = {
     "GRPO +0.05, control null": (0.60, [(0.65, 0.6), (0.60, 0.6)]),
     "GRPO null, control -0.10": (0.60, [(0.60, 0.6), (0.50, 0.6)]),
     "GRPO +0.20, control +0.15 (the default's size)": (0.62, [(0.82, 0.4), (0.77, 0.4)]),
+    "both +0.15 (GRPO no better than its control)": (0.62, [(0.77, 0.4), (0.77, 0.4)]),
 }
 
 
@@ -117,8 +121,10 @@ def replay(run: Path, seed: int) -> dict:
         exact[name] = _sign_test(mine, start) < level
     out["fixed_n_sign_test"] = {"verdicts_on_start": exact}
     for rule in ("sequential", "sequential_settle_choice"):
-        key = "same_decision" + rule.removeprefix("sequential")
-        out[key] = all(out[rule][k] == out["full"][k] for k in ("passed", "chosen", "verdicts"))
+        key = rule.removeprefix("sequential")
+        same = {k: out[rule][k] == out["full"][k] for k in ("passed", "chosen", "verdicts")}
+        out["same_decision" + key] = all(same.values())
+        out["same_verdicts" + key] = same["passed"] and same["verdicts"]
     return out
 
 
@@ -161,15 +167,18 @@ def simulate(rng, sims: int, start_p: float, cands) -> dict:
     true = [p - start_p for p, _ in cands]  # each candidate's true difference with the start
     both = passed[0] & passed[1]
     common = np.minimum(stop[0], stop[1])
-    cum = np.cumsum(outs[0] - outs[1], axis=1)
-    versus = cum[np.arange(sims), common - 1]
+    # of two passing candidates GRPO only once shown above its control on their common tasks
+    above = first_crossings(outs[0] - outs[1], 0.0, level, +1)
+    shown = (above > 0) & (above <= common)
     chosen = np.where(
-        both, np.where(versus < 0, 1, 0), np.where(passed[0], 0, np.where(passed[1], 1, -1))
+        both, np.where(shown, 0, 1), np.where(passed[0], 0, np.where(passed[1], 1, -1))
     )
     false = np.zeros(sims, bool)
     for k, t in enumerate(true):
         if t <= 0:
             false |= chosen == k
+    # RL credited falsely: GRPO promoted over a passing control that is truly as good
+    n_credit = int((both & (chosen == 0)).sum()) if true[0] <= true[1] else 0
     used = np.maximum(stop[0], stop[1])
     episodes = used + stop[0] + stop[1]  # the start up to the stop, each candidate to its own
     n_false = int(false.sum())
@@ -177,9 +186,12 @@ def simulate(rng, sims: int, start_p: float, cands) -> dict:
         "gates": sims,
         "true_differences": [round(t, 4) for t in true],
         "promoted": round(float((chosen >= 0).mean()), 4),
+        "grpo_promoted": round(float((chosen == 0).mean()), 4),
         "false_promotions": n_false,
         "false_promotion_rate": round(n_false / sims, 5),
         "false_promotion_rate_ci95": [round(x, 5) for x in wilson(n_false, sims)],
+        "grpo_over_control_false": n_credit,
+        "grpo_over_control_false_rate": round(n_credit / sims, 5),
         "mean_tasks_used": round(float(used.mean()), 1),
         "mean_episode_share": round(float(episodes.mean() / (3 * N)), 3),
         "_arrays": (start, outs, chosen),
@@ -235,7 +247,8 @@ def main() -> None:
         )
         scenarios[name] = sim
         print(f"{name}: {sim['false_promotions']} false promotions in {sim['gates']} gates "
-              f"({sim['false_promotion_rate']:.4f}); mean {sim['mean_tasks_used']} tasks, "
+              f"({sim['false_promotion_rate']:.4f}), {sim['grpo_over_control_false']} false "
+              f"credits to RL; mean {sim['mean_tasks_used']} tasks, "
               f"{100 * sim['mean_episode_share']:.0f} % of the episodes")  # fmt: skip
 
     def share(rule: str) -> float | None:
@@ -250,6 +263,7 @@ def main() -> None:
         "stored_summary": {
             "runs": len(runs),
             "same_decision": sum(r["same_decision"] for r in runs),
+            "same_verdicts": sum(r["same_verdicts"] for r in runs),
             "mean_episode_share": share("sequential"),
             "settle_choice": {
                 "same_decision": sum(r["same_decision_settle_choice"] for r in runs),

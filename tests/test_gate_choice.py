@@ -1,6 +1,6 @@
-"""The honest gate: of the GRPO policy and the SFT control, the best one that beats the start
-and the champion is promoted with no guardrail broken (valid JSON, unsafe actions, latency,
-general capability), and a GRPO policy that loses to its control is never promoted over it.
+"""The honest gate: of the GRPO policy and the SFT control, one that beats the start and the
+champion is promoted with no guardrail broken (valid JSON, unsafe actions, latency, general
+capability), and a GRPO policy not shown above its control is never promoted over it.
 
 Summaries come from :func:`gymflow.eval.evaluation.summarize` over per-task rows and the paired
 differences from :func:`gymflow.eval.evidence.paired` (confidence sequences at each candidate's
@@ -91,11 +91,66 @@ def test_grpo_losing_to_its_control_is_not_promoted_over_it():
     assert f"{100 * versus.delta:+.1f} points (CS [" in result.reason
 
 
-def test_grpo_beating_the_control_is_promoted():
+def _better_by(success: list[int], share: float, seed: int) -> list[int]:
+    """``success`` with ``share`` of its failures turned into successes (a paired gain)."""
+    failures = [i for i, s in enumerate(success) if not s]
+    turned = set(random.Random(seed).sample(failures, round(share * len(failures))))
+    return [1 if i in turned else s for i, s in enumerate(success)]
+
+
+def test_grpo_shown_above_its_control_is_promoted():
     start = _successes(0.47, 1)
-    base, cands, versus = _evidence(start, _successes(0.83, 4), _successes(0.77, 5))
+    control = _successes(0.70, 5)
+    base, cands, versus = _evidence(start, _better_by(control, 0.3, 4), control)
+    assert versus.above, "GRPO − control's lower bound passed 0"
     result = choose(base, cands, GateSettings(), versus)
     assert result.passed and result.chosen == "grpo" and result.grpo_minus_control > 0
+    assert "not shown above its control" not in result.reason
+
+
+def test_grpo_ahead_of_its_control_but_not_shown_above_it_is_not_promoted_over_it():
+    """Both pass; GRPO scores 6 points higher on these tasks, but its confidence sequence over
+    the control still holds 0: RL has not shown it beats the cheap alternative, so the control
+    is promoted (the old rule, the higher point estimate, promoted GRPO here)."""
+    start = _successes(0.47, 1)
+    base, cands, versus = _evidence(start, _successes(0.83, 4), _successes(0.77, 5))
+    assert versus.delta > 0.05 and versus.cs[0] < 0 < versus.cs[1]
+    result = choose(base, cands, GateSettings(), versus)
+    assert [v.passed for v in result.verdicts] == [True, True]
+    assert result.passed and result.chosen == "sft_control"
+    assert "GRPO not shown above its control, so the control, the cheaper alternative" in (
+        result.reason
+    )
+
+
+def test_a_sequential_gate_never_credits_grpo_where_the_full_gate_would_not():
+    """Confidence sequences only tighten, and the sequential gate evaluates a prefix of the
+    full gate's order: GRPO shown above its control at the stop is shown above it on the whole
+    set. The reverse can fail — evidence that arrives after the stop — and does on some of
+    these synthetic runs, which is what ``settle_choice`` is for."""
+    n, picks = 396, []
+    for seed in range(12):
+        control = _successes(0.6, 100 + seed, n)
+        table = {
+            "baseline": _successes(0.3, 200 + seed, n),
+            "sft_control": control,
+            "grpo": _better_by(control, 0.02 * seed, 300 + seed),
+        }
+        rows = {k: {r["task_id"]: r for r in _episodes(v, set())} for k, v in table.items()}
+        order = gate_order(sorted(rows["baseline"]), seed)
+        gates = [
+            run_heldout(
+                order, ["grpo", "sft_control"],
+                lambda label, ids, rows=rows: [rows[label][i] for i in ids],
+                GateSettings(sequential=sequential, settle_choice=settle),
+            ).result.chosen
+            for sequential, settle in ((True, False), (True, True), (False, False))
+        ]  # fmt: skip
+        picks.append(gates)
+    assert all(full == "grpo" for seq, _, full in picks if seq == "grpo")
+    assert all(settled == full for _, settled, full in picks), "settle_choice: the full pick"
+    assert {"grpo", "sft_control"} == {full for *_, full in picks}, "both picks occur"
+    assert any(seq != full for seq, _, full in picks), "the sequential pick can lag the full"
 
 
 def test_a_better_control_that_breaks_a_guardrail_is_not_chosen():

@@ -28,10 +28,13 @@ candidate's verdict is settled. A candidate passes when
   Such a loss can still be shown while the lower bound is under 0, so a sequential gate goes
   on until each environment's lower bound reaches 0, or every task is used.
 
-:func:`choose` judges every candidate and picks, among those that pass, the one with the
-higher success on the tasks both were evaluated on (with ``settle_choice``, only once GRPO −
-control is settled or every task is used), so a GRPO policy that loses to its own SFT control
-is not promoted over it. The decision says what each candidate was compared with, why it
+:func:`choose` judges every candidate. When both pass, GRPO is promoted only if it is shown
+above its SFT control — GRPO − control's lower bound passed 0 on the tasks both were evaluated
+on —, otherwise the control: RL must beat the cheap alternative significantly, as it must beat
+the start. (A pick by the higher point estimate would promote GRPO on a coin flip whenever the
+two are close, and a sequential gate could not reproduce the full set's coin flip without
+evaluating it.) With ``settle_choice`` the gate goes on until GRPO − control is settled or
+every task is used, so that evidence arriving late still counts. The decision says what each candidate was compared with, why it
 passed or not, how many tasks it took and which checkpoint rule chose which step.
 """
 
@@ -174,9 +177,10 @@ def choose(
 
     ``baseline`` is the start's summary. ``champion`` is left out when there is none, or when
     it is the start itself (then ``start_label`` says so, e.g. ``the start (champion v3)``).
-    ``grpo_minus_control`` is GRPO − SFT control on the tasks both were evaluated on; the
-    higher of two passing candidates is chosen by it (a tie goes to GRPO, listed first). When
-    none passes, ``chosen`` is the best-scoring candidate and ``passed`` is False.
+    ``grpo_minus_control`` is GRPO − SFT control on the tasks both were evaluated on: of two
+    passing candidates GRPO is chosen only when it is shown above the control (its lower bound
+    passed 0), else the control. When none passes, ``chosen`` is the best-scoring candidate
+    and ``passed`` is False.
     ``exhausted``: every task was used, so nothing more can settle a verdict.
     """
     if not candidates:
@@ -184,7 +188,7 @@ def choose(
     effort = effort or Effort()
     verdicts = [_judge(baseline, c, settings, champion, start_label, exhausted) for c in candidates]
     passing = [v for v in verdicts if v.passed]
-    best = _best(passing or verdicts, grpo_minus_control)
+    best = _best(passing, grpo_minus_control) if passing else _best_scoring(verdicts)
     bar = champion.label if champion is not None else start_label
     if passing:
         head = f"promoted {best.candidate}: held-out success {best.success:.3f}, {best.reason}"
@@ -194,9 +198,10 @@ def choose(
     others = [v for v in verdicts if v is not best] if passing else []
     tail = "".join(f"; {v.candidate}: {_verdict_text(v)}" for v in others)
     gmc = grpo_minus_control
+    versus = _versus_control(gmc, len(passing) == 2 and best.candidate == "sft_control")
     return GateResult(
         passed=bool(passing),
-        reason=head + _versus_control(gmc) + tail + _effort_text(effort, candidates, settings),
+        reason=head + versus + tail + _effort_text(effort, candidates, settings),
         chosen=best.candidate,
         grpo_minus_control=gmc.delta if gmc else None,
         grpo_minus_control_cs=list(gmc.cs) if gmc else None,
@@ -218,11 +223,16 @@ def choice_settled(result: GateResult, grpo_minus_control: Paired | None) -> boo
     return len(passing) < 2 or grpo_minus_control is None or grpo_minus_control.settled
 
 
-def _best(pool: list[Verdict], grpo_minus_control: Paired | None) -> Verdict:
-    names = [v.candidate for v in pool]
+def _best(passing: list[Verdict], grpo_minus_control: Paired | None) -> Verdict:
+    """Of the passing candidates: GRPO over its control only once shown above it."""
+    names = [v.candidate for v in passing]
     if grpo_minus_control is not None and {"grpo", "sft_control"} <= set(names):
-        pick = "sft_control" if grpo_minus_control.delta < 0 else "grpo"
-        return pool[names.index(pick)]
+        pick = "grpo" if grpo_minus_control.above else "sft_control"
+        return passing[names.index(pick)]
+    return _best_scoring(passing)
+
+
+def _best_scoring(pool: list[Verdict]) -> Verdict:
     return max(pool, key=lambda v: v.success)  # max keeps the first of equals
 
 
@@ -364,10 +374,14 @@ def _per_env(env: str, delta: Paired, label: str) -> tuple[str, bool]:
     return text, True
 
 
-def _versus_control(delta: Paired | None) -> str:
+def _versus_control(delta: Paired | None, control_kept: bool = False) -> str:
+    """GRPO − control for the reason; ``control_kept``: both passed and the control was chosen."""
     if delta is None:
         return ""
-    return f"; GRPO − control {delta.text(100, ' points')}"
+    text = f"; GRPO − control {delta.text(100, ' points')}"
+    if control_kept and not delta.below:
+        text += ": GRPO not shown above its control, so the control, the cheaper alternative"
+    return text
 
 
 def _verdict_text(v: Verdict) -> str:

@@ -35,8 +35,8 @@ class GateSettings(BaseModel):
     settle_choice: bool = Field(
         False,
         description="When both candidates pass, go on until GRPO − control is settled (or "
-        "every task is used) before choosing; false: the higher success on the tasks both "
-        "were evaluated on.",
+        "every task is used) before choosing; false: choose at the stop (GRPO only if "
+        "already shown above its control, else the control).",
     )
     futility_gain: float = Field(
         0.05,
