@@ -19,7 +19,8 @@ are not stored per task, so they are not replayed here.
 them — run the same decision rule vectorised (:func:`gymflow.eval.sequential.first_crossings`:
 each candidate's confidence sequence at alpha / 2, looked at every 32 tasks; a candidate
 passes once its lower bound passes 0, is refused once its upper bound falls under the futility
-gain (0.05) first, and is no longer evaluated then; of two passing candidates GRPO is
+gain (0.05) first, and is no longer evaluated then, a passed one once no candidate is
+open; of two passing candidates GRPO is
 promoted only once GRPO − control's lower bound passed 0 on their common tasks, else the
 control) on 396 held-out tasks. A *false promotion* is promoting a candidate whose true
 success difference with the start is at most 0; a *false credit to RL* is promoting GRPO over
@@ -166,7 +167,10 @@ def simulate(rng, sims: int, start_p: float, cands) -> dict:
         stop.append(np.where(ok, _looks(up), _looks(short)))
     true = [p - start_p for p, _ in cands]  # each candidate's true difference with the start
     both = passed[0] & passed[1]
-    common = np.minimum(stop[0], stop[1])
+    used = np.maximum(stop[0], stop[1])
+    # a candidate that passed goes on while the other is open; a refused one stops
+    length = [np.where(ok, used, st) for ok, st in zip(passed, stop, strict=True)]
+    common = np.minimum(length[0], length[1])
     # of two passing candidates GRPO only once shown above its control on their common tasks
     above = first_crossings(outs[0] - outs[1], 0.0, level, +1)
     shown = (above > 0) & (above <= common)
@@ -179,8 +183,7 @@ def simulate(rng, sims: int, start_p: float, cands) -> dict:
             false |= chosen == k
     # RL credited falsely: GRPO promoted over a passing control that is truly as good
     n_credit = int((both & (chosen == 0)).sum()) if true[0] <= true[1] else 0
-    used = np.maximum(stop[0], stop[1])
-    episodes = used + stop[0] + stop[1]  # the start up to the stop, each candidate to its own
+    episodes = used + length[0] + length[1]  # the start up to the stop, each candidate its own
     n_false = int(false.sum())
     return {
         "gates": sims,

@@ -175,7 +175,7 @@ def heldout_gate(
         general = {n: {name: o.deltas[n] for name, o in outcomes.items() if n in o.deltas}
                    for n in names}  # fmt: skip
         final = judge(held.rows, names, settings, env_of, champion_label, start_label,
-                      checkpoints, held.effort, True, general)  # fmt: skip
+                      checkpoints, held.effort, True, general, held.judged_on)  # fmt: skip
         report = _report(run, cfg, held, final, outcomes, paths, champ, info)
         _log(report, held)
     return report

@@ -435,3 +435,28 @@ def test_one_invalid_answer_in_the_first_batch_does_not_stop_the_gate_with_a_ref
     lasting = _sequential(start, _episodes(better, set(range(0, n, 10))))  # 10 % invalid
     assert not lasting.result.passed and lasting.result.tasks_used == n
     assert "valid-JSON rate fell by" in lasting.result.verdicts[0].reason
+
+
+def test_a_passed_candidate_goes_on_beside_an_open_one_with_its_verdict_kept():
+    """GRPO settles on the first batch, the control does not: GRPO is evaluated on as long as
+    the control is, so GRPO − control covers every task the gate used, while GRPO's verdict
+    stays the one judged on its first 32 tasks."""
+    n = 396
+    start = _successes(0.3, 21, n)
+    table = {
+        "baseline": start,
+        "grpo": _better_by(start, 0.95, 22),
+        "sft_control": _better_by(start, 0.12, 23),
+    }
+    rows = {k: {r["task_id"]: r for r in _episodes(v, set())} for k, v in table.items()}
+    held = run_heldout(
+        gate_order(sorted(rows["baseline"]), 0), ["grpo", "sft_control"],
+        lambda label, ids: [rows[label][i] for i in ids], GateSettings(),
+    )  # fmt: skip
+    grpo, control = held.result.verdicts
+    assert held.looks[0] == {"tasks": 32, "open": ["grpo", "sft_control"]}
+    assert grpo.passed and grpo.n == 32 and held.judged_on["grpo"] == 32
+    used = held.result.tasks_used
+    assert used > 32, "the control needed more than one batch"
+    assert len(held.rows["grpo"]) == len(held.rows["sft_control"]) == used
+    assert held.vs_control.n == used

@@ -4,11 +4,13 @@
 ``evaluate(label, task_ids) -> rows`` callable (the stage's: real greedy episodes; the
 benchmark's: rows stored by an earlier run). Each look evaluates the next ``batch`` tasks for
 the start, the champion and every candidate whose verdict is still open, then judges
-(:func:`judge`); a candidate whose verdict is settled — its gains over the start and the
-champion shown by their confidence sequences, or a loss shown — is not evaluated further.
-It stops when no verdict is open (with ``settle_choice``, also when GRPO − control is settled)
-or every task is used. With ``sequential`` off one batch holds every task: the full gate, the
-same rule on every task.
+(:func:`judge`). A candidate whose verdict is settled — its gains over the start and the
+champion shown by their confidence sequences, or a loss shown — keeps that verdict, judged on
+the tasks it had then. A refused one is not evaluated further; one that passed goes on while
+another candidate is open, so that GRPO − control, which picks between two that pass, is
+judged on every task the gate used. It stops when no verdict is open (with
+``settle_choice``, also when GRPO − control is settled) or every task is used. With
+``sequential`` off one batch holds every task: the full gate, the same rule on every task.
 
 Every comparison is paired on the tasks both policies ran, which are a prefix of the order: a
 candidate that stopped early is compared with the start on its own prefix, and GRPO with its
@@ -69,6 +71,9 @@ class HeldOut:
     effort: Effort
     looks: list[dict] = field(default_factory=list)
     """Per look: tasks so far and the open candidates (the reason's trail)."""
+    judged_on: dict[str, int] = field(default_factory=dict)
+    """Per candidate settled before the end: the tasks its verdict was judged on (it may have
+    been evaluated on more, beside a candidate still open, for GRPO − control)."""
 
 
 def run_heldout(
@@ -90,6 +95,7 @@ def run_heldout(
     rows: dict[str, list[dict]] = {label: [] for label in refs + names}
     open_ = list(names)
     looks = []
+    settled_at: dict[str, int] = {}  # a settled verdict stays as judged on its tasks then
     while True:
         used = min(len(order), len(rows["baseline"]) + max(1, step))
         for label in refs + open_:
@@ -97,14 +103,19 @@ def run_heldout(
         exhausted = used == len(order)
         effort = _effort(settings, rows, len(order), checkpoint_rule)
         judged = judge(rows, names, settings, env_of, champion_label, start_label, checkpoints,
-                       effort, exhausted)  # fmt: skip
+                       effort, exhausted, judged_on=settled_at)  # fmt: skip
         result, vs_control = judged.result, judged.vs_control
+        for v in result.verdicts:
+            if v.settled:
+                settled_at.setdefault(v.candidate, len(rows[v.candidate]))
         open_ = [v.candidate for v in result.verdicts if not v.settled]
-        if settings.settle_choice and not choice_settled(result, vs_control):
+        if open_ or (settings.settle_choice and not choice_settled(result, vs_control)):
+            # a candidate that passed goes on beside one still open, so that GRPO − control is
+            # judged on every task the gate used, not on the prefix where the first one settled
             open_ = [v.candidate for v in result.verdicts if v.passed or not v.settled]
         looks.append({"tasks": used, "open": list(open_)})
         if not open_ or exhausted:
-            judged.looks = looks
+            judged.looks, judged.judged_on = looks, settled_at
             return judged
 
 
@@ -119,13 +130,16 @@ def judge(
     effort: Effort | None = None,
     exhausted: bool = True,
     general: dict[str, dict[str, Paired]] | None = None,
+    judged_on: dict[str, int] | None = None,
 ) -> HeldOut:
-    """The decision on the rows so far (``general``: per candidate, its general sets)."""
+    """The decision on the rows so far (``general``: per candidate, its general sets;
+    ``judged_on``: a candidate settled earlier is judged on its first that many tasks, so
+    tasks evaluated after, for GRPO − control, cannot change its verdict)."""
     alpha = settings.candidate_alpha(len(names))
     env_of = env_of or {}
     candidates = []
     for name in names:
-        mine = rows[name]
+        mine = rows[name][: (judged_on or {}).get(name)]
         n = len(mine)
         start, champ = rows["baseline"][:n], rows.get("champion", [])[:n]
         candidates.append(
