@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first, from the pinned CPU build, so nothing later pulls CUDA wheels. pip, because
 	# pip is what finds the machine's CPU wheel (uv reads no pip configuration). pip byte-compiles
 	# on one core: 24 s for torch and its dependencies here; installing without it and compiling
-	# on every core after: 7 + 9 s (2026-11-28). So no run pays the compiling later.
+	# on every core after: 7 + 9 to 13 s (2026-11-28). So no run pays the compiling later.
 	$(BIN)/pip install -q --no-compile -c constraints.txt torch==2.13.0
 	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 	# The rest with uv, which keeps that torch: 44 s against pip's 67 s here (2026-11-27; both

@@ -92,12 +92,12 @@ def _sft(
     from transformers import AutoTokenizer
 
     from gymflow.lifecycle.training_inputs import (
+        candidate_choice,
         environment_servers,
         run_demonstrations,
         sft_settings,
         validation_success,
     )
-    from gymflow.train.checkpoint_choice import validation_callback
     from gymflow.train.sft import run_sft
 
     control = should_stop is not None
@@ -107,12 +107,10 @@ def _sft(
         # SFT hands over at the sampled-validation target; the control, a candidate, is chosen
         # by the one checkpoint rule GRPO's is (greedy, step 0 included), as in a run
         evaluate, callbacks = None, []
-        every = control_eval_every or cfg.grpo.validate_every
         if not control:
             evaluate = validation_success(cfg, servers, val, greedy=False)
-        elif every is not None:
-            greedy = validation_success(cfg, servers, val, greedy=True)
-            callbacks = [validation_callback(greedy, every, False)]
+        else:
+            callbacks = candidate_choice(cfg, servers, val, every=control_eval_every)
         return run_sft(
             Path(start), out, demos, settings, evaluate=evaluate, log_to_mlflow=False,
             should_stop=should_stop, callbacks=callbacks,
@@ -142,13 +140,12 @@ def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
     from transformers import AutoTokenizer
 
     from gymflow.lifecycle.training_inputs import (
+        candidate_choice,
         environment_servers,
         run_demonstrations,
-        validation_success,
     )
     from gymflow.rollout.store import Lineage
     from gymflow.train import readiness, twin_clock
-    from gymflow.train.checkpoint_choice import validation_callback
     from gymflow.train.grpo import RolloutSource, run_grpo
     from gymflow.train.task_pool import TASK_POOL_FILE
 
@@ -166,10 +163,7 @@ def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
             env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE,
             task_pool=task_pool,
         )  # fmt: skip
-        callbacks = []
-        if settings.validate_every is not None:
-            greedy = validation_success(cfg, servers, val, greedy=True)
-            callbacks = [validation_callback(greedy, settings.validate_every, False)]
+        callbacks = candidate_choice(cfg, servers, val)
         demos = None
         if settings.demo_loss is not None:
             demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
@@ -370,7 +364,7 @@ def main() -> None:
             ),
             "gpu": _gpu(),
             "threads_per_process": threads,
-            "control_eval_every": args.control_eval_every or cfg.sft.eval_every,
+            "control_eval_every": args.control_eval_every or cfg.grpo.validate_every,
             "seeds": rows,
             "mean_points": mean,
             "zero_variance_share": round(

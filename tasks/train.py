@@ -38,6 +38,7 @@ from gymflow.lifecycle.stage_results import (
 )
 from gymflow.lifecycle.training_inputs import (
     Servers,
+    candidate_choice,
     environment_servers,
     run_demonstrations,
     sft_settings,
@@ -52,7 +53,6 @@ from gymflow.train.checkpoint_choice import (
     VALIDATION_FILE,
     VALIDATION_METRIC,
     ChosenCheckpoint,
-    validation_callback,
 )
 from gymflow.train.grpo import RolloutSource, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
@@ -91,7 +91,7 @@ def _sft(
 
     SFT hands GRPO the step whose *sampled* validation success is best (GRPO needs a start
     that succeeds on samples); the control, a candidate of the gate, is chosen as GRPO is
-    (:func:`_candidate_choice`)."""
+    (:func:`gymflow.lifecycle.training_inputs.candidate_choice`)."""
     from transformers import AutoTokenizer
 
     control = budget_s is not None or should_stop is not None
@@ -115,25 +115,13 @@ def _sft(
         callbacks = [*fail_after_checkpoint(run.dir, out.name), shown]
         evaluate = None if control else _val_success(cfg, servers, data, greedy=False)
         if control:
-            callbacks += _candidate_choice(cfg, servers, data, CONTROL_VALIDATION_METRIC,
-                                           log_to_mlflow)  # fmt: skip
+            val = read_tasks(data.paths["val"])
+            callbacks += candidate_choice(cfg, servers, val, log_to_mlflow=log_to_mlflow,
+                                          metric=CONTROL_VALIDATION_METRIC)  # fmt: skip
         return run_sft(
             Path(start), out, demos, settings, evaluate=evaluate, time_budget_s=budget_s,
             log_to_mlflow=log_to_mlflow, should_stop=should_stop, callbacks=callbacks,
         )  # fmt: skip
-
-
-def _candidate_choice(
-    cfg: LifecycleConfig, servers: Servers, data: TaskData, metric: str, log_to_mlflow: bool
-) -> list:
-    """The one checkpoint rule of both gate candidates (GRPO and the control): greedy success
-    on the same validation tasks every ``grpo.validate_every`` steps, step 0 included; none
-    when validation is off (the last step then, for both)."""
-    every = cfg.grpo.validate_every
-    if every is None:
-        return []
-    greedy = _val_success(cfg, servers, data, greedy=True)
-    return [validation_callback(greedy, every, log_to_mlflow, metric)]
 
 
 @task(name="sft", **STAGE_OPTIONS)
@@ -254,7 +242,8 @@ def grpo_stage(
             )  # fmt: skip
             callbacks = fail_after_checkpoint(run.dir, "grpo")
             callbacks += [step_progress("grpo", settings.max_steps, settings.time_budget_s)]
-            callbacks += _candidate_choice(cfg, servers, data, VALIDATION_METRIC, True)
+            val = read_tasks(data.paths["val"])
+            callbacks += candidate_choice(cfg, servers, val, log_to_mlflow=True)
             result = run_grpo(
                 Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
             )

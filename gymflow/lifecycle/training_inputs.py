@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from gymflow.core.task_record import Task
 from gymflow.data.env_mix import apportion
 from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.train.checkpoint_choice import VALIDATION_METRIC
 
 Servers = dict[str, tuple]
 """``{environment name: (environment, in-process app)}``, in the run's order."""
@@ -78,6 +79,28 @@ def validation_success(
         return hits / max(1, n)
 
     return success
+
+
+def candidate_choice(
+    cfg: LifecycleConfig,
+    servers: Servers,
+    val: list[Task],
+    every: int | None = None,
+    log_to_mlflow: bool = False,
+    metric: str = VALIDATION_METRIC,
+) -> list:
+    """The one checkpoint rule of both gate candidates (GRPO and the control), as the
+    ``TrainerCallback`` list to train with: greedy success on the same validation tasks
+    (:func:`validation_success`) at step 0, every ``every`` steps (default
+    ``grpo.validate_every``) and the last; none when validation is off (the last step then,
+    for both). ``metric``: the name it logs the scores under."""
+    from gymflow.train.checkpoint_choice import validation_callback
+
+    every = every or cfg.grpo.validate_every
+    if every is None:
+        return []
+    greedy = validation_success(cfg, servers, val, greedy=True)
+    return [validation_callback(greedy, every, log_to_mlflow, metric)]
 
 
 def run_demonstrations(servers: Servers, demo_tasks: list[Task], tokenizer) -> list[dict]:
