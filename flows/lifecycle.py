@@ -16,6 +16,7 @@ import time
 
 from prefect import flow
 
+from gymflow.lifecycle import run_budget
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_links import link_flow_run
@@ -42,9 +43,17 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     profile = profile_verifier_stage(run, config, data, current)
     drift = verifier_drift(run, config, data)  # stops when the champion's verdicts flip
     baseline = baseline_eval(run, config, data, current)
-    sft = sft_stage(run, config, data, current) if baseline.needs_sft else None
+    # with config.run_budget_s, each training phase gets a config whose budget is what is left
+    spent = {"sft": run_budget.spent_s([data, current, profile, drift, baseline])}
+    used = {"sft": run_budget.budgeted(config, "sft", spent["sft"])}
+    sft = sft_stage(run, used["sft"], data, current) if baseline.needs_sft else None
     start = current if sft is None else sft
-    candidate, control = train_grpo_with_control(run, config, data, start)  # control: always
+    spent["grpo"] = spent["sft"] + run_budget.spent_s([sft])
+    used["grpo"] = run_budget.budgeted(config, "grpo", spent["grpo"])
+    candidate, control = train_grpo_with_control(run, used["grpo"], data, start)  # control: always
+    if sft is None:
+        del used["sft"]
+    sft, candidate = run_budget.name_the_limit(config, used, sft, candidate)
     gate = heldout_gate(run, config, data, start, candidate, control)
     registry = promote(run, config, data, current, gate)
     results = LifecycleResults(
@@ -60,6 +69,8 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
         promote=registry,
     )
     summary = build_summary(run, config, results, time.time() - started, links)
+    if (budget := run_budget.run_budget_record(config, spent, used)) is not None:
+        summary["run_budget"] = budget
     write_summary(run, summary)
     publish_report(run, results, summary)
     return summary

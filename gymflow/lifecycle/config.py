@@ -83,6 +83,22 @@ class LifecycleConfig(BaseModel):
     sft_control: bool = Field(
         True, description="Also spend GRPO's wall time on more SFT and report it."
     )
+    run_budget_s: float | None = Field(
+        None,
+        gt=0.0,
+        description="Wall-time budget of the whole lifecycle, in seconds of its stages' own "
+        "time: SFT and GRPO each get at most what is left of it when they start, less "
+        "run_budget_reserve_s (SFT at most half of that), at least 30 s each, within their own "
+        "time_budget_s; the SFT control follows GRPO. None: each stage's own limits only. "
+        "gymflow.lifecycle.run_budget.",
+    )
+    run_budget_reserve_s: float = Field(
+        45.0,
+        ge=0.0,
+        description="With run_budget_s: the seconds kept for the held-out gate, the registry "
+        "and the report after GRPO (the default's took 20-25 s on the AVX-512 machine, "
+        "2026-11-28).",
+    )
     control_beside_grpo: bool = Field(
         True,
         description="Run the SFT control at the same time as GRPO (a spawned process; each "

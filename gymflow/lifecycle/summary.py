@@ -368,5 +368,6 @@ def training_lines(summary: dict) -> list[str]:
 _LIMITS = {
     "max_steps": "its step cap",
     "time_budget": "its time budget",
+    "run_budget": "the run's time budget (run_budget_s)",
     "target_sampled_success": "its sampled-success target",
 }
