@@ -2,7 +2,8 @@
 it, the run says which limit stopped each, and without it nothing changes.
 
 The arithmetic on configs, then one real ``gymflow run --smoke`` whose GRPO, allowed 100,000
-steps, is stopped by the run's budget and says so in ``summary.json`` and the printed table.
+steps, is stopped by the run's budget and says so in ``summary.json`` and the printed table,
+and whose rerun takes every stage from the cache.
 """
 
 from __future__ import annotations
@@ -81,3 +82,12 @@ def test_a_run_whose_budget_is_spent_stops_grpo_and_says_so(tmp_path):
     assert 0 < summary["grpo"]["steps"] < 100_000
     assert summary["sft"]["stopped_by"] == "max_steps", "SFT's 30 smoke steps came first"
     assert "(ended by the run's time budget (run_budget_s))" in done.stdout
+
+    # resumed, the finished stages count with the times they took: the same budgets, so every
+    # stage, SFT and GRPO included, comes from the cache
+    again = subprocess.run([GYMFLOW, "rerun", summary_path.parent.name], env=env,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    for name in ("sft", "grpo", "sft_control", "heldout_gate"):
+        assert f"{name}: cached: done by an earlier attempt" in again.stdout, name
+    assert json.loads(summary_path.read_text())["run_budget"] == budget
