@@ -11,22 +11,21 @@ default settings: batches of 32 tasks in the gate's seeded order, stopping once 
 is settled), once more with ``settle_choice`` (when both candidates pass, it goes on until
 GRPO − control is settled), once on every task (``sequential`` false: the full gate, the same
 rule), and the full set is also judged by a fixed-n exact one-sided sign test at each
-candidate's level (McNemar's, the usual fixed-n choice), for reference. Per run: the decision of each, the tasks
-and the share of episodes the sequential gate used. The guardrail sets (general capability)
+candidate's level (McNemar's, the usual fixed-n choice), for reference. Per run: the decision
+of each, the tasks and the share of episodes the sequential gate used. The guardrail sets (general capability)
 are not stored per task, so they are not replayed here.
 
 **Simulation.** Gates on synthetic paired outcomes with known true differences — zero among
 them — run the same decision rule vectorised (:func:`gymflow.eval.sequential.first_crossings`:
 each candidate's confidence sequence at alpha / 2, looked at every 32 tasks; a candidate
 passes once its lower bound passes 0, is refused once its upper bound falls under the futility
-gain (0.05) first, and is no longer evaluated then, a passed one once no candidate is
-open; of two passing candidates GRPO is
-promoted only once GRPO − control's lower bound passed 0 on their common tasks, else the
-control) on 396 held-out tasks. A *false promotion* is promoting a candidate whose true
-success difference with the start is at most 0; a *false credit to RL* is promoting GRPO over
-a passing control that is truly as good (counted where GRPO's true success is at most the
-control's). The vectorised rule is
-checked against the real ``run_heldout`` on the first simulated gates of each scenario.
+gain (0.05) first, and is no longer evaluated then, a passed one once no candidate is open;
+of two passing candidates GRPO is promoted only once GRPO − control's lower bound passed 0 on
+their common tasks, else the control) on 396 held-out tasks. A *false promotion* is promoting
+a candidate whose true success difference with the start is at most 0; a *false credit to RL*
+is promoting GRPO over a passing control that is truly as good (counted where GRPO's true
+success is at most the control's). The vectorised rule is checked against the real
+``run_heldout`` on the first simulated gates of each scenario.
 """
 
 from __future__ import annotations

@@ -45,14 +45,14 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     baseline = baseline_eval(run, config, data, current)
     # with config.run_budget_s, each training phase gets a config whose budget is what is left
     spent = {"sft": run_budget.spent_s([data, current, profile, drift, baseline])}
-    used = {"sft": run_budget.budgeted(config, "sft", spent["sft"])}
-    sft = sft_stage(run, used["sft"], data, current) if baseline.needs_sft else None
+    used, sft = {}, None
+    if baseline.needs_sft:
+        used["sft"] = run_budget.budgeted(config, "sft", spent["sft"])
+        sft = sft_stage(run, used["sft"], data, current)
     start = current if sft is None else sft
     spent["grpo"] = spent["sft"] + run_budget.spent_s([sft])
     used["grpo"] = run_budget.budgeted(config, "grpo", spent["grpo"])
     candidate, control = train_grpo_with_control(run, used["grpo"], data, start)  # control: always
-    if sft is None:
-        del used["sft"]
     sft, candidate = run_budget.name_the_limit(config, used, sft, candidate)
     gate = heldout_gate(run, config, data, start, candidate, control)
     registry = promote(run, config, data, current, gate)

@@ -66,8 +66,9 @@ def split_train(cfg: LifecycleConfig, data: TaskData):
     return split_demos_and_pool(cfg, read_tasks(data.paths["train"]))
 
 
-def _val_success(cfg: LifecycleConfig, servers: Servers, data: TaskData, greedy: bool):
-    return validation_success(cfg, servers, read_tasks(data.paths["val"]), greedy)
+def _val_tasks(data: TaskData) -> list:
+    """The run's validation split, which SFT's and both candidates' checkpoint rules score on."""
+    return read_tasks(data.paths["val"])
 
 
 def _demonstrations(
@@ -113,9 +114,9 @@ def _sft(
                 _log_sampled(result["history"])
             return result
         callbacks = [*fail_after_checkpoint(run.dir, out.name), shown]
-        evaluate = None if control else _val_success(cfg, servers, data, greedy=False)
+        val = _val_tasks(data)
+        evaluate = None if control else validation_success(cfg, servers, val, greedy=False)
         if control:
-            val = read_tasks(data.paths["val"])
             callbacks += candidate_choice(cfg, servers, val, log_to_mlflow=log_to_mlflow,
                                           metric=CONTROL_VALIDATION_METRIC)  # fmt: skip
         return run_sft(
@@ -242,8 +243,7 @@ def grpo_stage(
             )  # fmt: skip
             callbacks = fail_after_checkpoint(run.dir, "grpo")
             callbacks += [step_progress("grpo", settings.max_steps, settings.time_budget_s)]
-            val = read_tasks(data.paths["val"])
-            callbacks += candidate_choice(cfg, servers, val, log_to_mlflow=True)
+            callbacks += candidate_choice(cfg, servers, _val_tasks(data), log_to_mlflow=True)
             result = run_grpo(
                 Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
             )

@@ -34,8 +34,9 @@ on —, otherwise the control: RL must beat the cheap alternative significantly,
 the start. (A pick by the higher point estimate would promote GRPO on a coin flip whenever the
 two are close, and a sequential gate could not reproduce the full set's coin flip without
 evaluating it.) With ``settle_choice`` the gate goes on until GRPO − control is settled or
-every task is used, so that evidence arriving late still counts. The decision says what each candidate was compared with, why it
-passed or not, how many tasks it took and which checkpoint rule chose which step.
+every task is used, so that evidence arriving late still counts. The decision says what each
+candidate was compared with, why it passed or not, how many tasks it took and which
+checkpoint rule chose which step.
 """
 
 from __future__ import annotations

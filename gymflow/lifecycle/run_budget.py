@@ -28,7 +28,7 @@ MIN_STAGE_S = 30.0
 
 def spent_s(results: Iterable[StageResult | None]) -> float:
     """The recorded wall time of the finished stages among ``results``."""
-    return round(sum(r.stage.wall_s for r in results if r is not None and r.stage), 2)
+    return round(sum(r.stage.wall_s or 0.0 for r in results if r is not None), 2)
 
 
 def stage_limit(cfg: LifecycleConfig, phase: str, spent: float) -> float | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from gymflow.core.task_record import Task
 from gymflow.data.env_mix import apportion
 from gymflow.lifecycle.config import LifecycleConfig
-from gymflow.train.checkpoint_choice import VALIDATION_METRIC
+from gymflow.train.checkpoint_choice import VALIDATION_METRIC, validation_callback
 
 Servers = dict[str, tuple]
 """``{environment name: (environment, in-process app)}``, in the run's order."""
@@ -94,8 +94,6 @@ def candidate_choice(
     (:func:`validation_success`) at step 0, every ``every`` steps (default
     ``grpo.validate_every``) and the last; none when validation is off (the last step then,
     for both). ``metric``: the name it logs the scores under."""
-    from gymflow.train.checkpoint_choice import validation_callback
-
     every = every or cfg.grpo.validate_every
     if every is None:
         return []
