@@ -246,18 +246,19 @@ def _report(run, cfg, held: HeldOut, final: HeldOut, outcomes, paths, champ, inf
         versus = _normal(rows["grpo"][:n], rows["sft_control"][:n])
         own = _normal(rows["sft_control"], rows["baseline"][: len(rows["sft_control"])])
         comparison = ControlComparison(
-            summary=ctrl.summary, grpo_minus_control=versus["delta"], ci95=versus["ci95"],
+            summary=held.figures("sft_control"), grpo_minus_control=versus["delta"],
+            ci95=versus["ci95"],
             delta_success=own["delta"], delta_ci95=own["ci95"], cs=final.vs_control.cs,
             delta_cs=ctrl.delta.cs, n=n,
         )  # fmt: skip
     if "champion" in rows:
-        champion = ChampionComparison(version=champ[0], summary=with_latency(rows["champion"]),
+        champion = ChampionComparison(version=champ[0], summary=held.figures("champion"),
                                       rows=files["champion"])  # fmt: skip
     own = _normal(rows["grpo"], rows["baseline"][: len(rows["grpo"])])
-    return GateReport(
+    return GateReport(  # the table's figures: on every task each policy ran, as its gains are
         n=decision.tasks_used,
-        baseline=with_latency(rows["baseline"]),
-        candidate=grpo.summary,
+        baseline=held.figures("baseline"),
+        candidate=held.figures("grpo"),
         delta_success=own["delta"],
         ci95=own["ci95"],
         cs=grpo.delta.cs,

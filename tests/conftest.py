@@ -4,9 +4,28 @@ micro embedded model."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+MIN_FREE_GIB = 3.0
+"""Free disk the suite needs where pytest writes (run folders, models, stores, Parquet)."""
+
+
+def pytest_sessionstart(session):
+    """On a nearly full disk, stop before the first test with one line, instead of dozens of
+    tests failing with ``No space left on device`` halfway through the suite."""
+    where = Path(tempfile.gettempdir())
+    free = shutil.disk_usage(where).free / 2**30
+    if free < MIN_FREE_GIB:
+        pytest.exit(
+            f"[disk_full] {free:.1f} GiB free on {where}'s disk, the suite needs "
+            f"{MIN_FREE_GIB:.0f}: free some space (or point TMPDIR at a larger disk) and run it "
+            "again",
+            returncode=2,
+        )
 
 
 @pytest.fixture(scope="session")

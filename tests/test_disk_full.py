@@ -53,3 +53,24 @@ def test_disk_full_is_one_line_and_the_same_command_resumes(small_disk):
     done = read_rollouts(out)
     assert done.height == 5 * 64 and done["rollout_id"].n_unique() == done.height
     assert set(kept["rollout_id"]) <= set(done["rollout_id"])
+
+
+def test_the_suite_refuses_to_start_on_a_nearly_full_disk(small_disk):
+    """The suite itself: on a disk with less free space than it needs, one ``disk_full`` line
+    before the first test, not dozens of tests failing halfway (a CI run once did)."""
+    import os
+    import sys
+
+    here = Path(__file__).resolve()
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co", str(here)],
+        capture_output=True,
+        text=True,
+        cwd=here.parents[1],
+        env=os.environ | {"TMPDIR": str(small_disk)},
+        timeout=120,
+    )
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "[disk_full] 0.0 GiB free on" in ran.stdout + ran.stderr
+    assert "the suite needs 3" in ran.stdout + ran.stderr
+    assert "collected" not in ran.stdout  # stopped before collecting a test

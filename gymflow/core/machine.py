@@ -15,11 +15,14 @@ from pathlib import Path
 
 # The instruction sets that decide which CPU kernels PyTorch runs, widest first.
 _VECTOR_FLAGS = ("amx_tile", "avx512f", "avx2", "avx", "asimd", "neon")
+# The kernels torch picks by default for a vector unit (torch.backends.cpu.get_cpu_capability).
+_KERNELS = {"avx512f": "AVX512", "avx2": "AVX2"}
 
 
 def machine_info() -> dict:
     """The CPU (model and widest vector unit), core count, memory, load averages now, Python
-    and PyTorch (version and intra-op threads) of this process's machine."""
+    and PyTorch (version, intra-op threads, and the CPU kernels it runs: ``AVX2`` on an
+    AVX-512 CPU when ``ATEN_CPU_CAPABILITY`` narrows them) of this process's machine."""
     cpu, flags = _cpu()
     info = {
         "cpu": cpu,
@@ -34,12 +37,22 @@ def machine_info() -> dict:
         import torch
     except ImportError:
         return info
-    return info | {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+    return info | {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "torch_kernels": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def machine_line(info: dict) -> str:
-    """One line for reports: ``AMD EPYC (avx2), 2 cores, 24 GiB, load 1.2 / 0.9 / 0.8``."""
-    vector = f" ({info['vector']})" if info.get("vector") else ""
+    """One line for reports: ``AMD EPYC (avx2), 2 cores, 24 GiB, load 1.2 / 0.9 / 0.8``; the
+    vector unit reads ``avx512f, torch kernels AVX2`` where torch ran narrower kernels than the
+    CPU has (an emulation of the slower machine kind: benchmarks/slower_machine.sh)."""
+    vector = info.get("vector") or ""
+    kernels = info.get("torch_kernels")
+    if kernels and vector and _KERNELS.get(vector, kernels) != kernels:
+        vector = f"{vector}, torch kernels {kernels}"
+    vector = f" ({vector})" if vector else ""
     memory = f", {info['memory_gib']:g} GiB" if info.get("memory_gib") else ""
     load = " / ".join(f"{x:g}" for x in info["load_avg"])
     return f"{info['cpu']}{vector}, {info['cores']} cores{memory}, load {load} (1 / 5 / 15 min)"

@@ -75,6 +75,12 @@ class HeldOut:
     """Per candidate settled before the end: the tasks its verdict was judged on (it may have
     been evaluated on more, beside a candidate still open, for GRPO − control)."""
 
+    def figures(self, label: str) -> dict:
+        """``label``'s held-out figures on every task it ran: the run's table, whose paired
+        gains are on those tasks too (a verdict settled earlier is judged on fewer,
+        ``judged_on``, and its reason says so)."""
+        return with_latency(self.rows[label])
+
 
 def run_heldout(
     order: list[str],

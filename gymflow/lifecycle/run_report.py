@@ -20,6 +20,7 @@ from gymflow.lifecycle.summary import (
     GENERAL_TABLE_HEADER,
     env_table_rows,
     general_table_rows,
+    policy_rows,
     preflight_line,
 )
 
@@ -36,10 +37,8 @@ def summary_markdown(summary: dict) -> str:
         "| policy | " + " | ".join(f"{k} [95% CI]" for k in _RATES) + " |",
         "|---|" + "---|" * len(_RATES),
     ]
-    policies = [("start (baseline)", h["baseline"]), ("GRPO candidate", h["candidate"])]
-    if summary.get("sft_control", {}).get("heldout"):
-        policies.append(("SFT control (same time)", summary["sft_control"]["heldout"]))
-    for label, s in policies:
+    names = ("start (baseline)", "GRPO candidate", "SFT control (same time)")
+    for label, s in policy_rows(summary, names):
         cells = (f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += _table("Per environment (paired on each one's held-out tasks):",

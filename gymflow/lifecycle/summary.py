@@ -24,8 +24,9 @@ def build_summary(
     """``summary.json``: the held-out comparison, the gate, the registry, every stage's cost
     and the run's addresses in the Prefect and MLflow UIs (``links``)."""
 
-    def rates(s: dict) -> dict:
-        return {k: s[k] for k in _RATES} | {f"{k}_ci95": s[f"{k}_ci95"] for k in _RATES}
+    def rates(s: dict) -> dict:  # with the tasks they are on: a policy may have run on fewer
+        return ({k: s[k] for k in _RATES} | {f"{k}_ci95": s[f"{k}_ci95"] for k in _RATES}
+                | {"n": s["n"]})  # fmt: skip
 
     gate, grpo = results.heldout_gate, results.grpo
     inputs = RunInputs(
@@ -269,6 +270,23 @@ def write_summary(run: RunContext, summary: dict) -> Path:
     return path
 
 
+def policy_rows(summary: dict, names: tuple[str, str, str]) -> list[tuple[str, dict]]:
+    """The held-out table's rows: (name, figures) for the start, GRPO and the control (when it
+    ran), ``names`` in that order. A policy the sequential gate stopped before the others ran on
+    fewer tasks than the title's n; its name says on how many.
+
+    >>> s = {"heldout": {"n": 96, "baseline": {"n": 96}, "candidate": {"n": 32}}}
+    >>> [name for name, _ in policy_rows(s, ("start", "GRPO", "control"))]
+    ['start', 'GRPO, n=32']
+    """
+    h = summary["heldout"]
+    policies = [(names[0], h["baseline"]), (names[1], h["candidate"])]
+    if control := summary.get("sft_control", {}).get("heldout"):
+        policies.append((names[2], control))
+    return [(name if s.get("n", h["n"]) == h["n"] else f"{name}, n={s['n']}", s)
+            for name, s in policies]  # fmt: skip
+
+
 def render_table(summary: dict) -> str:
     """A plain-text table (rich renders it in the terminal)."""
     from io import StringIO
@@ -288,10 +306,9 @@ def render_table(summary: dict) -> str:
             *(f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES),
         )
 
-    row("baseline (GRPO start)", h["baseline"])
-    row("candidate (after GRPO)", h["candidate"])
-    if summary.get("sft_control", {}).get("heldout"):
-        row("control (SFT, same time)", summary["sft_control"]["heldout"])
+    for name, s in policy_rows(summary, ("baseline (GRPO start)", "candidate (after GRPO)",
+                                         "control (SFT, same time)")):  # fmt: skip
+        row(name, s)
     buf = StringIO()
     console = Console(file=buf, width=110, force_terminal=False)
     console.print(table)
