@@ -14,9 +14,11 @@
 # Why by hand: no library slows a process tree by a set factor; a cgroup CPU quota caps the
 # total over both cores, so a one-process stage (SFT) would not slow down at all.
 #
-# Calibrated against the real machine (docs/results/runtime.md, "The slower machine kind,
-# emulated"): its lifecycle of seed 0, 2026-11-27, ran 132 GRPO steps in the 340 s budget, two
-# unseen seeds 118 and 134, and took 649 s; emulated at nice 3, 2026-11-28: 124 steps, 661 s.
+# Calibrated against the real machine (docs/results/default.md, "The slower machine kind,
+# emulated"): its lifecycle of seed 0, 2026-11-27, ran 132 GRPO steps in the 340 s budget (two
+# other seeds 118 and 134) and took 649 s; emulated at nice 3 (torch's AVX2 kernels only, before
+# MKL's and oneDNN's were added), 2026-11-28: 124 steps, 661 s. With all three, 2.5-2.6 s a GRPO
+# step, as on the real machine (2.6 s).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 COMMAND..." >&2; exit 2; }
 NICE=${NICE:-3}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.ray_cluster import ray_cluster, require_ray
@@ -28,6 +29,8 @@ from gymflow.env.serve import check_bind, describe_tasks, preflight, stop_reques
 from gymflow.env.task_store import TaskStore
 
 WILDCARD = {"0.0.0.0", "::"}
+RESTART_WAIT_S = 300.0
+"""How long a dead replica's restart may take before the server gives up on it."""
 
 
 class EnvReplica:
@@ -124,6 +127,11 @@ def _watch(ray, actors: list, running: dict, port: int, urls: list[str], max_res
                         file=sys.stderr,
                         flush=True,
                     )
+                    if not _restarted(ray, actors[k], stopping):
+                        if stopping():
+                            return 0
+                        print(f"replica {k} was not restarted; stopping", file=sys.stderr)
+                        return 1
                     running[actors[k].serve.remote(port + k, k, urls)] = k
                 except ray.exceptions.RayTaskError as exc:  # it could not serve
                     print(f"error: {getattr(exc.cause, 'detail', exc.cause)}", file=sys.stderr)
@@ -132,3 +140,25 @@ def _watch(ray, actors: list, running: dict, port: int, urls: list[str], max_res
     finally:
         for a in actors:
             ray.kill(a, no_restart=True)
+
+
+def _restarted(ray, actor, stopping, wait_s: float = RESTART_WAIT_S) -> bool:
+    """Whether Ray brought ``actor`` back (it answers a call) within ``wait_s``.
+
+    Why wait: a call to an actor Ray is still restarting fails at once with
+    ``ActorUnavailableError``, a ``RayActorError`` like a death; serving again straight away
+    counted each of those as another death, and on a slower machine (an emulated AVX2 run, a
+    restart of several seconds) one kill used up every ``max_restarts`` and stopped the server.
+    """
+    deadline = time.monotonic() + wait_s
+    while not stopping() and time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=5)
+            return True
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(0.2)
+        except ray.exceptions.GetTimeoutError:
+            continue
+        except ray.exceptions.RayActorError:  # dead for good: Ray's restarts are used up
+            return False
+    return False
