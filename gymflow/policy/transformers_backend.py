@@ -100,6 +100,37 @@ class TransformersPolicy(TokenizerEncoding):
                 out.extend(self._batch(batch, max_new_tokens, temperature, greedy, seeds))
         return out
 
+    def _prefill(self, prompts: list[tuple[int, ...]], device):
+        """``(KV cache, last logits, attention mask, positions)`` of the distinct ``prompts``,
+        left-padded. Their common prefix (an environment's system turn and tool schemas: 62 of
+        the embedded default's ~77 prompt tokens) runs once and its cache rows are repeated;
+        each prompt's rest follows it, left-padded, so the mask has a gap where a shorter
+        rest is padded. Positions count attended tokens, so they are the unpadded ones."""
+        import torch
+
+        cut = common_prefix(prompts)
+        n = len(prompts)
+        rest = [p[cut:] for p in prompts]
+        width = max(map(len, rest))
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(rest):
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        past = None
+        if cut:
+            head = torch.tensor([prompts[0][:cut]], device=device)
+            past = self.model(input_ids=head, use_cache=True, logits_to_keep=1).past_key_values
+            past.batch_select_indices(torch.zeros(n, dtype=torch.long, device=device))
+            mask = torch.cat([mask.new_ones((n, cut)), mask], dim=1)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions[:, cut:],
+            past_key_values=past, use_cache=True, logits_to_keep=1,
+        )  # fmt: skip
+        return out.past_key_values, out.logits[:, -1, :], mask, positions
+
     def _batch(
         self,
         prompts: list[list[int]],
@@ -131,25 +162,14 @@ class TransformersPolicy(TokenizerEncoding):
         # A plain KV-cached decode loop instead of ``model.generate``: the same math with less
         # per-token overhead, which dominates at this model size (rollouts are most of a GRPO step).
         # Identical prompts (a GRPO group's G samples) are prefilled once and their KV cache
-        # copied: prefill is about half the generation time and compute-bound on a CPU.
+        # copied, and so is the prefix every prompt starts with (_prefill): prefill is about
+        # half the generation time and compute-bound on a CPU.
         unique: dict[tuple[int, ...], int] = {}
         row_of = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
-        width = max(map(len, prompts))
         batch = len(prompts)
-        ids = torch.full((len(unique), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(unique), width), dtype=torch.long)
-        for i, p in enumerate(unique):
-            ids[i, width - len(p) :] = torch.tensor(p)
-            mask[i, width - len(p) :] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         was_training = self.model.training
         self.model.eval()
-        out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-            logits_to_keep=1,
-        )  # fmt: skip
-        past, logits = out.past_key_values, out.logits[:, -1, :]
+        past, logits, mask, positions = self._prefill(list(unique), device)
         if len(unique) < batch:
             rows = torch.tensor(row_of, device=device)
             past.batch_select_indices(rows)
@@ -195,3 +215,25 @@ class TransformersPolicy(TokenizerEncoding):
             n = row.index(self.eos_id) + 1 if finished else len(row)
             gens.append(Generation.decoded(row[:n], chosen[i][:n], finished, self.tokenizer))
         return gens
+
+
+MIN_PREFIX = 8
+"""A common prefix shorter than this is prefilled with the rest (a second call costs more)."""
+
+
+def common_prefix(prompts: list[tuple[int, ...]]) -> int:
+    """Tokens every prompt starts with, when at least two prompts share :data:`MIN_PREFIX` and
+    each keeps one of its own after them (its next-token logits come from that pass); else 0.
+
+    >>> common_prefix([tuple(range(12)), tuple(range(10)) + (99,)])
+    10
+    >>> common_prefix([tuple(range(12))] * 2), common_prefix([tuple(range(12))])
+    (11, 0)
+    """
+    if len(prompts) < 2:
+        return 0
+    shortest = min(map(len, prompts)) - 1
+    n = 0
+    while n < shortest and all(p[n] == prompts[0][n] for p in prompts):
+        n += 1
+    return n if n >= MIN_PREFIX else 0

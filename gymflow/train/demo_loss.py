@@ -13,7 +13,8 @@ Each step adds ``weight`` × the mean token NLL of ``batch_size`` demonstrations
 tokens only, as the SFT stage trains) to TRL's GRPO loss. The demonstrations of a step are drawn
 by ``(seed, step)``, so a resumed run draws what the first would have. TRL's ``GRPOTrainer``
 has no hook for an auxiliary loss, so :func:`with_demo_loss` subclasses it and adds the term in
-``compute_loss``.
+``compute_loss``. Each batch's common prefix runs once (:mod:`gymflow.train.shared_prefix`,
+with ``GRPOSettings.share_prompts``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import random
 
 from pydantic import BaseModel, Field
 
+from gymflow.train.shared_prefix import prefix_once
 from gymflow.train.success_replay import SuccessReplay
 
 
@@ -59,8 +61,10 @@ class DemoLoss:
         settings: DemoLossSettings,
         seed: int,
         replay: SuccessReplay | None = None,
+        share_prefix: bool = True,
     ):
         self.settings, self.seed, self.replay = settings, seed, replay
+        self.share_prefix = share_prefix
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.rows: list[Row] = []
         for d in demos:  # prompt and completion tokenized apart, as TRL's SFTTrainer does
@@ -98,9 +102,11 @@ class DemoLoss:
             )
             mask[i, :n] = 1
         device = next(model.parameters()).device
-        out = model(
-            input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)
-        )
+        ids, mask, labels = ids.to(device), mask.to(device), labels.to(device)
+        # the rows' common prefix (system turn, tool schemas) once: the same loss, less compute
+        out = prefix_once(model, ids, mask, labels) if self.share_prefix else None
+        if out is None:
+            out = model(input_ids=ids, attention_mask=mask, labels=labels)
         return self.settings.weight * out.loss
 
 

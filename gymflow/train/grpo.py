@@ -141,7 +141,8 @@ class GRPOSettings(BaseModel):
     share_prompts: bool = Field(
         True,
         description="Run each group's shared prompt once in the loss forward "
-        "(gymflow.train.shared_prompt: TRL's log-probs and gradients, less compute).",
+        "(gymflow.train.shared_prompt), and the demo loss's common prefix once "
+        "(gymflow.train.shared_prefix): TRL's log-probs and gradients, less compute.",
     )
     validate_every: int | None = Field(
         25,
@@ -538,7 +539,10 @@ def run_grpo(
             raise GymflowError(
                 FailureKind.BAD_CONFIG, "grpo.demo_loss needs demonstrations; the run has none"
             )
-        demo_loss = DemoLoss(demos, tokenizer, settings.demo_loss, settings.seed, source.replay)
+        demo_loss = DemoLoss(
+            demos, tokenizer, settings.demo_loss, settings.seed, source.replay,
+            share_prefix=settings.share_prompts,
+        )  # fmt: skip
         trainer_cls = with_demo_loss(GRPOTrainer, demo_loss)
     if settings.share_prompts:
         trainer_cls = with_shared_prompts(trainer_cls)

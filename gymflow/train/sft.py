@@ -64,6 +64,12 @@ class SFTSettings(BaseModel):
         "~2.8 MB per trained token without it (4 × 405 tokens: 5.0 GB), ~1.1 MB with it "
         "(16 × 405: 7.7 GB; the rest is the 49,152-wide logits); costs a second forward pass.",
     )
+    share_prefix: bool = Field(
+        True,
+        description="Run each batch's common prefix (the system turn and tool schemas every "
+        "request starts with) once in the loss forward (gymflow.train.shared_prefix: TRL's "
+        "loss and gradients, less compute).",
+    )
     device: Device = Field(
         "auto", description="Where SFT trains: auto = CUDA when torch sees a GPU, else the CPU."
     )
@@ -143,6 +149,7 @@ def run_sft(
     from trl import SFTConfig, SFTTrainer
 
     from datasets import Dataset
+    from gymflow.train.shared_prefix import with_shared_prefix
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path)
@@ -221,7 +228,8 @@ def run_sft(
         disable_tqdm=True,
     )
     watch = Watch()
-    trainer = SFTTrainer(
+    trainer_cls = with_shared_prefix(SFTTrainer) if settings.share_prefix else SFTTrainer
+    trainer = trainer_cls(
         model=model,
         args=config,
         train_dataset=Dataset.from_list(demos),
