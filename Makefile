@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-UV := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
+UV := $(BIN)/uv pip install -q --python $(BIN)/python
 # vLLM's CPU build lives in its own environment: it pins fastapi<0.137, Prefect needs >=0.139.
 # On a CUDA machine: make setup-vllm VLLM_PKG=vllm==0.32.0 (docs/how-to/gpu-and-vllm.md).
 VLLM_VENV := .venv-vllm
@@ -21,14 +21,14 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip uv
 	# torch first, from the pinned CPU build, so nothing later pulls CUDA wheels. pip, because
-	# pip is what finds the machine's CPU wheel (uv reads no pip configuration). pip byte-compiles
-	# on one core: 24 s for torch and its dependencies here; installing without it and compiling
-	# on every core after: 7 + 9 to 13 s (2026-11-28). So no run pays the compiling later.
+	# pip is what finds the machine's CPU wheel (uv reads no pip configuration).
 	$(BIN)/pip install -q --no-compile -c constraints.txt torch==2.13.0
-	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
-	# The rest with uv, which keeps that torch: 44 s against pip's 67 s here (2026-11-27; both
-	# byte-compile every module, uv on every core, so no run pays it later). pip if uv cannot.
-	$(UV) -c constraints.txt -e . || $(BIN)/pip install -q -c constraints.txt -e .
+	# The rest with uv, which keeps that torch: 12 s here against pip's ~60 s (2026-11-28). pip
+	# if uv cannot.
+	$(UV) -c constraints.txt -e . || $(BIN)/pip install -q --no-compile -c constraints.txt -e .
+	# Bytecode for what a run imports, not for every module installed: ~31 s against 53 s for
+	# compiling everything, on the 2-core AVX2 machine (gymflow/core/bytecode.py).
+	$(BIN)/python -m gymflow.core.bytecode
 	# bubblewrap: the code environment's strongest sandbox tier. Best effort (root + apt only);
 	# without it the sandbox falls back to a network namespace and says so in a warning.
 	command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
@@ -37,7 +37,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	$(UV) -c constraints.txt -e ".[dev,ray]" || $(BIN)/pip install -q -c constraints.txt -e ".[dev,ray]"
+	# The suite imports far more than a run: every module is compiled here (uv compiles the
+	# whole environment with --compile-bytecode), so no test process compiles on import.
+	$(UV) --compile-bytecode -c constraints.txt -e ".[dev,ray]" || \
+	  $(BIN)/pip install -q -c constraints.txt -e ".[dev,ray]"
 	# chromium: the browser test of both UIs (tests/test_ui_browser.py) screenshots them headless.
 	# A test's system package, so the test setup installs it, not `make run`'s (a minute or more
 	# of apt). Best effort like bubblewrap (without it that test is skipped and says why).
