@@ -165,12 +165,12 @@ class GRPOSettings(BaseModel):
     )
     save_every: int = Field(20, ge=1, description="Checkpoint every N steps (resume point).")
     time_budget_s: float | None = Field(
-        340.0,
+        300.0,
         gt=0.0,
         description="Stop after this much training wall time (None: no limit). The embedded "
-        "default is ended by it on both 2-core machines, its SFT control training beside it: "
-        "182-212 of 250 steps on the AVX-512 one (ten seeds, 2026-11-27), 118-134 on the "
-        "slower AVX2 one; docs/tuning.md.",
+        "default is ended by it on both 2-core machines, its SFT control training beside it "
+        "(340 s until 2026-11-28, when each step got cheaper and make run had to fit 10 "
+        "minutes on the AVX2 machine too); docs/tuning.md.",
     )
     gradient_checkpointing: bool = Field(
         False,
