@@ -20,29 +20,52 @@ import os
 import subprocess
 import sys
 
-PARALLEL = (
-    ("torch", "transformers", "trl.trainer.grpo_trainer", "trl.trainer.sft_trainer"),
-    ("prefect.server.api.server", "uvicorn", "mlflow", "gymflow.cli.main"),
+TRAINING = (
+    *("torch", "transformers", "trl.trainer.grpo_trainer", "trl.trainer.sft_trainer"),
+    *("scipy.stats", "datasketch", "math_verify", "latex2sympy2_extended"),
 )
-"""Imported side by side: the training stack, and the orchestration and tracking stack (the
-temporary Prefect server imports its app in its own process)."""
+TRACKING = (
+    *("prefect.server.api.server", "uvicorn", "mlflow", "gymflow.cli.main", "git"),
+    *("matplotlib.pyplot", "graphviz", "pandera.polars", "mako.template", "pygments.lexers"),
+)
+"""Imported side by side, one process each: the training stack with what the stages' data and
+verifiers use, and the orchestration and tracking stack with the report's plots (the temporary
+Prefect server imports its app in its own process)."""
+
+MIGRATIONS = ("prefect/server/database/_migrations", "mlflow/store/db_migrations")
+"""Loaded by file path, not imported: the database migrations a new Prefect home and a new
+MLflow store run first (~180 modules; compiled in the tracking stack's process)."""
 
 AFTER = ("gymflow.flows.lifecycle", "gymflow.lifecycle.launched", "gymflow.train.sft")
 """The lifecycle's own modules, which import from both groups."""
 
 
-def _start(modules: tuple[str, ...], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import " + ", ".join(modules)], env=env)
+def _script(modules: tuple[str, ...], folders: tuple[str, ...] = ()) -> str:
+    lines = [f"import {name}" for name in modules]
+    if folders:
+        lines += [
+            "import compileall, sysconfig",
+            "root = sysconfig.get_paths()['purelib']",
+            *(f"compileall.compile_dir(root + '/{f}', quiet=1)" for f in folders),
+        ]
+    return "\n".join(lines)
+
+
+def _start(script: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", script], env=env)
 
 
 def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    failed = []
-    for batch in (PARALLEL, (AFTER,)):
-        procs = [(group, _start(group, env)) for group in batch]
-        failed += [group for group, proc in procs if proc.wait() != 0]
+    stacks = [
+        (TRAINING, _start(_script(TRAINING), env)),
+        (TRACKING, _start(_script(TRACKING, MIGRATIONS), env)),
+    ]
+    failed = [group for group, proc in stacks if proc.wait() != 0]
+    if _start(_script(AFTER), env).wait() != 0:
+        failed.append(AFTER)
     for group in failed:
-        print(f"warning: could not import {', '.join(group)} to compile it", file=sys.stderr)
+        print(f"warning: could not import all of {', '.join(group)} to compile it", file=sys.stderr)
     return 0
 
 
