@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# The rest with uv, which keeps that torch: 12 s here against pip's ~60 s (2026-11-28). pip
 	# if uv cannot.
 	$(UV) -c constraints.txt -e . || $(BIN)/pip install -q --no-compile -c constraints.txt -e .
-	# Bytecode for what a run imports, not for every module installed: ~31 s against 53 s for
+	# Bytecode for what a run imports, not for every module installed: ~35 s against 53 s for
 	# compiling everything, on the 2-core AVX2 machine (gymflow/core/bytecode.py).
 	$(BIN)/python -m gymflow.core.bytecode
 	# bubblewrap: the code environment's strongest sandbox tier. Best effort (root + apt only);

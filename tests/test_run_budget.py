@@ -30,7 +30,7 @@ def test_without_a_run_budget_nothing_changes():
 
 def test_each_phase_gets_what_is_left_within_its_own_budget():
     cfg = LifecycleConfig(run_budget_s=600, run_budget_reserve_s=50)
-    roomy = run_budget.budgeted(cfg, "grpo", 100.0)  # 450 s left: its own 340 s stands
+    roomy = run_budget.budgeted(cfg, "grpo", 100.0)  # 450 s left: its own 300 s stands
     assert roomy is cfg and not run_budget.binds(cfg, roomy, "grpo")
     tight = run_budget.budgeted(cfg, "grpo", 300.0)  # 250 s left
     assert tight.grpo.time_budget_s == 250.0 and run_budget.binds(cfg, tight, "grpo")
@@ -53,12 +53,12 @@ def test_a_stage_stopped_by_a_budget_the_run_set_names_the_run_budget():
     assert sft is None and grpo.stopped_by == "run_budget"
     capped = ran.model_copy(update={"stopped_by": "max_steps"})
     assert run_budget.name_the_limit(cfg, used, None, capped)[1].stopped_by == "max_steps"
-    own = {"grpo": cfg}  # the run budget left its own 340 s: its own budget stopped it
+    own = {"grpo": cfg}  # the run budget left its own 300 s: its own budget stopped it
     assert run_budget.name_the_limit(cfg, own, None, ran)[1].stopped_by == "time_budget"
 
 
 def test_a_run_whose_budget_is_spent_stops_grpo_and_says_so(tmp_path):
-    """Smoke budgets, GRPO allowed 100,000 steps and its own 340 s: a 60 s run budget with 45 s
+    """Smoke budgets, GRPO allowed 100,000 steps and its own 300 s: a 60 s run budget with 45 s
     kept for the gate leaves GRPO the 30 s minimum, which stops it."""
     env = os.environ | {"GYMFLOW_HOME": str(tmp_path)}
     args = [GYMFLOW, "run", "--smoke", "--set", "grpo.max_steps=100000", "--set",

@@ -93,6 +93,15 @@ def test_the_prefix_stops_before_the_first_label_and_steps_aside_without_one():
     labels = torch.full_like(ids, -100)
     labels[1, 20:] = ids[1, 20:]
     assert prefix_cut(ids, mask, labels) == 19  # column 20's label needs column 19's output
+
+    class Checkpointed:  # activation checkpointing turns the KV cache off: never called
+        is_gradient_checkpointing = True
+
+    class Wrapped:  # as DDP wraps it
+        module = Checkpointed()
+
+    assert prefix_once(Checkpointed(), ids, mask, labels) is None
+    assert prefix_once(Wrapped(), ids, mask, labels) is None
     ids[2, 12] = 0
     assert prefix_cut(ids, mask, labels) == 12
     mask[0, 5] = 0  # a column not every row attends ends the prefix too

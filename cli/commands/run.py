@@ -60,7 +60,7 @@ def start_run(
 ) -> None:
     """What ``gymflow run`` and ``gymflow rerun`` do: resolve the config, run, print the table."""
     show_progress(quiet)
-    from gymflow.lifecycle.home import configure_prefect, prefect_server_starting, project_home
+    from gymflow.lifecycle.home import configure_prefect, project_home
 
     home = project_home()
     configure_prefect(home)
@@ -85,15 +85,12 @@ def start_run(
         ignored = " (--smoke applies to new runs only)" if smoke else ""
         progress.note(f"resuming run {run_id} with its saved config{changed}{ignored}")
     children_die_with_me()
-    prefect_ready = prefect_server_starting()  # beside the MLflow store and the imports below
     progress.note(f"run {run_id}: folder {run_dir}")
     whole = progress.open_tracker("run", unit="stage")  # speaks while no stage does
     whole.update(now="opening the MLflow store")
     ctx = open_run(home, run_dir, cfg)
     whole.update(now="starting Prefect")
     from gymflow.flows.lifecycle import lifecycle
-
-    prefect_ready()
 
     resume = f"gymflow rerun {run_id}" + (f" --out {out}" if out is not None else "")
     try:

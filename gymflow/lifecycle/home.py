@@ -8,14 +8,12 @@ temporary server of their own (seconds saved per run, and the run shows live in 
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from gymflow.core.paths import project_home
 
-__all__ = ["configure_prefect", "prefect_server_starting", "project_home", "quiet_libraries"]
+__all__ = ["configure_prefect", "project_home", "quiet_libraries"]
 
 
 def configure_prefect(home: Path) -> None:
@@ -56,33 +54,6 @@ def use_project_server(home: Path) -> None:
                 os.environ["PREFECT_API_URL"] = api
     except OSError:
         pass  # not serving (the file is from an earlier `gymflow ui`): a temporary server
-
-
-def prefect_server_starting() -> Callable[[], None]:
-    """Start Prefect's temporary server now, in the background, and return a function that
-    waits until it answers; a no-op where a server is configured (``PREFECT_API_URL``).
-
-    A first run's temporary server takes ~20 s to start on a 2-core machine (its imports and
-    the database migrations of a new Prefect home, in its own process), and Prefect starts it
-    only when the flow's first call needs it: after the run has opened its MLflow store and
-    imported the stages (~8 s more). Started first, the two overlap. It is the same server
-    Prefect would start (its one ``SubprocessASGIServer``), so nothing else changes; a start
-    that fails here is left to Prefect's own start, which reports it."""
-    import threading
-
-    def start() -> None:
-        from prefect.settings import PREFECT_API_URL
-
-        if PREFECT_API_URL.value():
-            return
-        from prefect.server.api.server import SubprocessASGIServer
-
-        with contextlib.suppress(Exception):
-            SubprocessASGIServer().start()
-
-    thread = threading.Thread(target=start, name="prefect-server-start", daemon=True)
-    thread.start()
-    return thread.join
 
 
 def quiet_libraries() -> None:

@@ -63,7 +63,7 @@ def prefix_once(model, input_ids, attention_mask, labels=None, **forward_kwargs)
     if (
         attention_mask is None
         or input_ids.size(0) < 2
-        or _checkpointing(model)
+        or _checkpointing(getattr(model, "module", model))  # DDP wraps the model
         or not FLAGS.issuperset(forward_kwargs)
     ):
         return None
@@ -73,6 +73,8 @@ def prefix_once(model, input_ids, attention_mask, labels=None, **forward_kwargs)
     forward_kwargs.pop("use_cache", None)
     prefix = model(input_ids=input_ids[:1, :cut], use_cache=True, logits_to_keep=1)
     cache = prefix.past_key_values
+    if cache is None:  # a model that keeps no cache in training: the plain forward
+        return None
     rows = torch.zeros(input_ids.size(0), dtype=torch.long, device=input_ids.device)
     cache.batch_select_indices(rows)  # differentiable: every row's gradient sums into it
     return model(
