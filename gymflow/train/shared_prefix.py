@@ -15,8 +15,8 @@ that runs this way; TRL's own loss, token counts and metrics are computed on wha
 It steps aside (the plain forward runs) where it cannot help or has not been checked: no
 attention mask (padding-free batches), a single row, a common prefix under
 :data:`MIN_PREFIX` tokens, inputs other than ids, mask and labels (position ids, an MoE
-router's logits), or gradient checkpointing (which turns the KV cache off). GRPO's rollouts share per-group prompts instead:
-:mod:`gymflow.train.shared_prompt`.
+router's logits), or gradient checkpointing (which turns the KV cache off). GRPO's rollouts
+share per-group prompts instead: :mod:`gymflow.train.shared_prompt`.
 """
 
 from __future__ import annotations
