@@ -41,26 +41,38 @@ COLUMNS = ["rollout_id", "task_id", "group_id", "sample_idx", "seed", "reward", 
 
 
 class SlowCounter(CounterEnvironment):
-    """``counter`` whose every tool call waits ``delay_s`` (a slow API behind the tool)."""
+    """``counter`` whose every tool call waits ``delay_s`` (a slow API behind the tool).
 
-    def __init__(self, delay_s: float = 0.03) -> None:
-        self.delay_s = delay_s
+    With ``hold`` (a folder): a worker process whose pid is a file there holds every episode
+    after its first ``held_after`` (its tool calls wait ``HOLD_S``), so a kill after that many
+    came back lands mid-shard however late the collecting process sees them (CI on a loaded
+    machine saw the whole shard back before the kill, and the kill landed in the next one)."""
+
+    HOLD_S = 60.0
+
+    def __init__(self, delay_s: float = 0.03, hold: Path | None = None, held_after: int = 0):
+        self.delay_s, self.hold, self.held_after, self.episodes = delay_s, hold, held_after, 0
+
+    def _wait(self, session: counter.Counter) -> float:
+        if not hasattr(session, "episode"):  # the episode's first tool call
+            self.episodes += 1
+            session.episode = self.episodes
+        held = self.hold is not None and (self.hold / str(os.getpid())).exists()
+        return self.HOLD_S if held and session.episode > self.held_after else self.delay_s
 
     def tools(self):
-        delay = self.delay_s
-
         async def increment_counter(session: counter.Counter, count: int) -> dict:
             """Add to the counter.
 
             Args:
                 count: The amount to add.
             """
-            await asyncio.sleep(delay)
+            await asyncio.sleep(self._wait(session))
             return counter.increment_counter(session, count)
 
         async def get_counter_value(session: counter.Counter) -> dict:
             """Read the counter."""
-            await asyncio.sleep(delay)
+            await asyncio.sleep(self._wait(session))
             return counter.get_counter_value(session)
 
         return [increment_counter, get_counter_value]
@@ -171,19 +183,23 @@ def test_a_lost_part_is_collected_again_on_ray(cluster, tmp_path):
 
 
 def test_a_worker_killed_mid_shard_loses_nothing_and_duplicates_nothing(cluster, tmp_path):
-    env = SlowCounter(delay_s=0.03)  # 3 tool calls: ~0.1 s an episode, 2 live per worker
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    # 3 tool calls: ~0.1 s an episode, 2 live per worker; the victim holds its 4th on
+    env = SlowCounter(delay_s=0.03, hold=hold, held_after=3)
     tasks, settings = _tasks(env), _settings(num_repeats=8)
     # worker 0 takes the first shard (workers take shards in order): kill it after 3 of those
     first_shard = {p.rollout_id for p in plan_collection(tasks, settings)[:10]}
     with RayWorkers(env, tasks, settings, workers=2, shard_size=10) as runner:
         victim = runner.pids()[0]
+        (hold / str(victim)).touch()
         killer = KillAfter(runner, victim, after=3, among=first_shard)
         report = collect(env, None, tasks, tmp_path, settings, runner=killer)
         after = runner.pids()
     assert not psutil.pid_exists(victim) and victim not in after  # Ray started a new process
     assert report.engine["worker_restarts"] == 1
-    # killed mid-shard: some of its 10 rollouts had come back, the rest ran again elsewhere
-    assert 0 < report.engine["rollouts_run_again"] < 10
+    # killed mid-shard: 3 of its 10 rollouts had come back, the rest ran again elsewhere
+    assert report.engine["rollouts_run_again"] == 7
     every = read_parts(tmp_path / "rollouts", every_attempt=True)
     assert every.height == 40  # every row ever written, earlier attempts included
     assert every.group_by("task_id", "sample_idx").len()["len"].to_list() == [1] * 40
@@ -192,16 +208,19 @@ def test_a_worker_killed_mid_shard_loses_nothing_and_duplicates_nothing(cluster,
 
 
 def test_every_worker_dead_fails_with_a_kind_and_the_rerun_resumes(cluster, tmp_path):
-    env = SlowCounter(delay_s=0.03)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    env = SlowCounter(delay_s=0.03, hold=hold, held_after=5)  # the kill lands after 5 came back
     tasks, settings = _tasks(env), _settings(num_repeats=8)
     with RayWorkers(env, tasks, settings, workers=1, shard_size=40, max_restarts=0) as runner:
+        (hold / str(runner.pids()[0])).touch()
         killer = KillAfter(runner, runner.pids()[0], after=5)
         with pytest.raises(GymflowError) as caught:
             collect(env, None, tasks, tmp_path, settings, runner=killer)
     assert caught.value.kind == FailureKind.BACKEND_UNAVAILABLE
     assert "run the collection again to resume" in str(caught.value)
     written = read_parts(tmp_path / "rollouts").height
-    assert 5 <= written < 40  # what came back before the kill is on disk
+    assert written == 5  # what came back before the kill is on disk
     with RayWorkers(env, tasks, settings, workers=2) as runner:
         report = collect(env, None, tasks, tmp_path, settings, runner=runner)
     assert (report.already_on_disk, report.collected) == (written, 40 - written)
