@@ -218,7 +218,8 @@ class TransformersPolicy(TokenizerEncoding):
 
 
 MIN_PREFIX = 8
-"""A common prefix shorter than this is prefilled with the rest (a second call costs more)."""
+"""A common prefix shorter than this runs with the rest (a second forward call costs more): in
+generation's prefill here and in training's forward (:mod:`gymflow.train.shared_prefix`)."""
 
 
 def common_prefix(prompts: list[tuple[int, ...]]) -> int:

@@ -21,10 +21,8 @@ share per-group prompts instead: :mod:`gymflow.train.shared_prompt`.
 
 from __future__ import annotations
 
+from gymflow.policy.transformers_backend import MIN_PREFIX  # the one threshold, as in generation
 from gymflow.train.shared_prompt import _checkpointing, cache_keyword
-
-MIN_PREFIX = 8
-"""Fewer common tokens than this are not worth a second forward call."""
 
 FLAGS = frozenset({"use_cache", "fused_lm_head", "return_dict"})
 """Keyword arguments :func:`prefix_once` passes on; any other (position ids, token type ids,
