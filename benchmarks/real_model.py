@@ -17,12 +17,13 @@ Figures a later run can be compared with, all through the product's own paths:
   PyTorch's cuDNN attention backend off (``*_bf16_nocudnn``): SDPA picks cuDNN for bf16 on a
   Hopper GPU, and a decode step's key length is new every token.
 * ``sft_step_s``: ``run_sft`` on 8 gold demonstrations per step (the ``datasets/smollm2.json``
-  preset's batch), fp32, full fine-tuning with gradient checkpointing (the loss over the
-  49,152-token vocabulary included); median of the steps after a warm-up step (``--steps``,
-  4 by default: 3 timed).
+  preset's batch), fp32, full fine-tuning with the preset's gradient checkpointing (off since
+  2026-11-28, so the batch's common prefix runs once; the loss over the 49,152-token
+  vocabulary included); median of the steps after a warm-up step (``--steps``, 4 by default:
+  3 timed).
 * ``grpo_step_s``: ``run_grpo`` on tool_call with B×G = 2×4 rollouts of ≤ 48 tokens (the
-  preset's), against the environment in-process, rollouts stored as Parquet, gradient
-  checkpointing; median of the steps after a warm-up step.
+  preset's), against the environment in-process, rollouts stored as Parquet, the preset's
+  gradient checkpointing (off); median of the steps after a warm-up step.
 * ``grpo_rollout_s``: the part of a GRPO step spent in the rollout function (generation and
   the environment), median over the same steps; the rest is TRL's loss pass and the optimizer.
 * ``--before-after``: the SFT and GRPO steps in two configurations, same process, same load.
@@ -32,7 +33,7 @@ Figures a later run can be compared with, all through the product's own paths:
   since 2026-11-26) and no gradient checkpointing (the shared prompt leaves the activations
   of 2 prompts + 8 completions, ~3 GB, where checkpointing was needed for 8 whole rows).
   ``grpo_step_preset_s``: the ``datasets/smollm2.json`` preset as it stands (shared prompts,
-  gradient checkpointing), to tell the two changes' shares apart; with ``--vllm`` also
+  its gradient checkpointing, now off, so it equals ``_after``); with ``--vllm`` also
   ``grpo_step_vllm_s``: the after configuration rolling out on the managed vLLM engine
   (``vllm: "managed"``, weights synced every step).
 * ``--vllm`` (the vLLM environment, ``make setup-vllm``): vLLM's CPU build on the same prompts
@@ -63,6 +64,7 @@ The load average is reported with the figures: on a shared 2-core machine it mov
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import resource
@@ -90,6 +92,8 @@ from gymflow.train.sft import SFTSettings, demonstrations, run_sft  # noqa: E402
 NAME = "smollm2-135m-instruct"
 MAX_NEW_TOKENS = 48
 STEPS = 4
+PRESET = json.loads((Path(__file__).resolve().parents[1] / "datasets" / "smollm2.json").read_text())
+"""The ``datasets/smollm2.json`` preset: its gradient-checkpointing settings are the defaults."""
 """Optimizer steps per timed run: a warm-up, then the median of the rest (``--steps``)."""
 GGUF = "the catalog's GGUF (Q4_1), dequantized to float32"
 
@@ -195,7 +199,10 @@ def generation(folder: Path, tasks, device: str, batches: list[int]) -> dict:
     return result
 
 
-def sft_step(folder: Path, env, tasks, out: Path, device, suffix="", checkpointing=True) -> dict:
+def sft_step(
+    folder: Path, env, tasks, out: Path, device, suffix="",
+    checkpointing=PRESET["sft"]["gradient_checkpointing"],
+) -> dict:  # fmt: skip
     from transformers import AutoTokenizer
 
     demos = demonstrations(env, AutoTokenizer.from_pretrained(folder), tasks[:48])
@@ -214,8 +221,8 @@ def sft_step(folder: Path, env, tasks, out: Path, device, suffix="", checkpointi
 
 
 def grpo_step(
-    folder: Path, env, tasks, out: Path, device, suffix="", checkpointing=True, share=True,
-    vllm="off",
+    folder: Path, env, tasks, out: Path, device, suffix="",
+    checkpointing=PRESET["grpo"]["gradient_checkpointing"], share=True, vllm="off",
 ) -> dict:  # fmt: skip
     settings = GRPOSettings(
         max_steps=STEPS, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
@@ -251,7 +258,8 @@ def before_after(folder: Path, env, tasks, scratch: Path, device, parts: set[str
         result.update(sft_step(folder, env, tasks, scratch / "sft-b", device, "_before", True))
         result.update(sft_step(folder, env, tasks, scratch / "sft-a", device, "_after", False))
     if "grpo" in parts:
-        grpo = [("_before", True, False), ("_preset", True, True), ("_after", False, True)]
+        preset = PRESET["grpo"]["gradient_checkpointing"]
+        grpo = [("_before", True, False), ("_preset", preset, True), ("_after", False, True)]
         for suffix, checkpointing, share in grpo:
             out = scratch / f"grpo{suffix}"
             result.update(grpo_step(folder, env, tasks, out, device, suffix, checkpointing, share))
