@@ -2,6 +2,7 @@
 
     python benchmarks/shared_prefix.py [--json] [--out FILE] [--repeats N] [--threads T]
         [--model catalog:smollm2-135m-instruct --env toolbox --batches 8 --checkpointing]
+        [--peak-memory]
 
 Same model, same batch, same process: the embedded default's model (its architecture and
 tokenizer, built here; the weights do not change the time), TRL's ``SFTTrainer`` and the first
@@ -12,12 +13,12 @@ off) and :func:`gymflow.train.shared_prefix.with_shared_prefix` alternating, ``-
 each after two warm-ups; the figure is the median. The default's SFT runs on 2 threads, GRPO
 and the control beside it on 1 each.
 
-``--peak-memory`` measures each variant's peak resident memory instead of its time: one step
-alone in a fresh process.
 ``--model`` times a real checkpoint instead (``catalog:NAME``, a folder or a ``.gguf``, as a run
 config's ``model_path``), ``--env`` another environment's demonstrations, ``--batches`` other
 batch sizes; ``--checkpointing`` also times TRL's step with gradient checkpointing (the
-real-model presets' SFT setting, under which the shared prefix steps aside).
+real-model presets' SFT setting until 2026-11-28; the shared prefix steps aside under it).
+``--peak-memory`` measures each variant's peak resident memory instead of its time: one step
+alone in a fresh process.
 
 Prints one JSON object; ``--out`` also writes it to a file.
 """
