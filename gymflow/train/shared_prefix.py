@@ -61,7 +61,7 @@ def prefix_once(model, input_ids, attention_mask, labels=None, **forward_kwargs)
     if (
         attention_mask is None
         or input_ids.size(0) < 2
-        or _checkpointing(getattr(model, "module", model))  # DDP wraps the model
+        or _checkpointing(model)
         or not FLAGS.issuperset(forward_kwargs)
     ):
         return None

@@ -81,7 +81,9 @@ def cache_keyword(model) -> str:
 
 
 def _checkpointing(model) -> bool:
-    """Activation (gradient) checkpointing is on: it turns the KV cache off."""
+    """Activation (gradient) checkpointing is on: it turns the KV cache off. A DDP-wrapped
+    model answers for the model it wraps."""
+    model = getattr(model, "module", model)
     flag = getattr(model, "is_activation_checkpointing", None)
     if flag is None:
         flag = getattr(model, "is_gradient_checkpointing", False)
