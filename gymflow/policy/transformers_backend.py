@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gymflow.policy.base import Generation
+from gymflow.policy.decode_cache import with_room
 
 
 class TokenizerEncoding:
@@ -170,10 +171,15 @@ class TransformersPolicy(TokenizerEncoding):
         was_training = self.model.training
         self.model.eval()
         past, logits, mask, positions = self._prefill(list(unique), device)
+        rows = None
         if len(unique) < batch:
             rows = torch.tensor(row_of, device=device)
-            past.batch_select_indices(rows)
             logits, mask, positions = logits[rows], mask[rows], positions[rows]
+        # tokens are written in place from here (decode_cache); the mask spans the cache's width
+        past, width = with_room(self.model, past, rows, max_new)
+        written = mask.shape[1]
+        if width is not None:
+            mask = torch.cat([mask, mask.new_zeros((batch, width - written))], dim=1)
         next_pos = positions[:, -1:] + 1
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         tokens, logps = [], []
@@ -195,9 +201,13 @@ class TransformersPolicy(TokenizerEncoding):
             tokens.append(tok)
             logps.append(logp.gather(-1, tok[:, None]).squeeze(-1))
             done |= tok == self.eos_id
-            if bool(done.all()):
-                break
-            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
+            if bool(done.all()) or step == max_new - 1:
+                break  # (the last token's forward would feed nothing)
+            if width is None:
+                mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=1)
+            else:
+                mask[:, written] = 1
+            written += 1
             out = self.model(
                 input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
                 past_key_values=past, use_cache=True,
