@@ -36,6 +36,7 @@ from gymflow.lifecycle.stage_results import (
     SFTResult,
     TaskData,
 )
+from gymflow.lifecycle.tracking import metrics_in_background
 from gymflow.lifecycle.training_inputs import (
     Servers,
     candidate_choice,
@@ -244,9 +245,10 @@ def grpo_stage(
             callbacks = fail_after_checkpoint(run.dir, "grpo")
             callbacks += [step_progress("grpo", settings.max_steps, settings.time_budget_s)]
             callbacks += candidate_choice(cfg, servers, _val_tasks(data), log_to_mlflow=True)
-            result = run_grpo(
-                Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
-            )
+            with metrics_in_background():
+                result = run_grpo(
+                    Path(start.path), folder, source, settings, callbacks=callbacks, demos=demos
+                )
         _log_resumed_from(result)
         if result["validation"] is not None:  # the step handed to the gate, by validation
             mlflow.log_metric("grpo/chosen_step", result["validation"]["chosen_step"])
