@@ -3,6 +3,7 @@
     python benchmarks/default_seeds.py --seeds 10-19 [--config F] [--set KEY=VALUE]...
                                        [--work DIR] [--out FILE]
                                        [--earlier FILE]... [--home SEED=DIR]...
+                                       [--full-heldout]
 
 Each seed is one ``gymflow run --seed S`` (the product's own command, the embedded default or
 ``--config``) in a fresh project home, one after another — never two at once: GRPO and its
@@ -17,6 +18,11 @@ zero-variance groups and the run's wall time. Across seeds: the mean of GRPO −
 session, with the same settings) and ``--home SEED=DIR`` the run a finished home holds (e.g. a
 fresh clone's ``make run ARGS="--seed S"``; its wall time is the run's own ``wall_s``), so the
 across-seed figures cover them all; ``--seeds ""`` runs nothing new.
+
+``--full-heldout`` adds, per seed, GRPO's chosen checkpoint against the start and against the
+control on every held-out task (two ``gymflow eval --against`` runs after the seed's run, ~25 s
+each on the embedded default), and the same across-seed figures for them: the gate's own
+figures come from the 32–160 tasks its sequential test needed, so their intervals are wide.
 
 Which seeds to pass is the point of the script: settings are chosen on seeds 0–4, and the
 figures that report a default come from seeds 10–19, run once with the chosen settings and
@@ -104,9 +110,12 @@ def seed_row(seed: int, summary: dict, wall_s: float) -> dict:
     }
 
 
-def run_seed(seed: int, config: Path | None, work: Path, sets: list[str] = ()) -> dict:
+def run_seed(
+    seed: int, config: Path | None, work: Path, sets: list[str] = (), full: bool = False
+) -> dict:
     """``gymflow run --seed S`` in a fresh home under ``work`` (``sets``: ``--set`` overrides,
-    e.g. ``gate.sequential=false`` for held-out figures on every task); its row."""
+    e.g. ``gate.sequential=false`` for the gate itself on every task); its row, with
+    :func:`full_heldout` when ``full``."""
     home = Path(tempfile.mkdtemp(prefix=f"seed{seed}-", dir=work))
     gymflow = str(Path(sys.executable).parent / "gymflow")
     cmd = [gymflow, "run", "--seed", str(seed), *(["--config", str(config)] if config else [])]
@@ -119,14 +128,55 @@ def run_seed(seed: int, config: Path | None, work: Path, sets: list[str] = ()) -
         tail = (home / "run.log").read_text().splitlines()[-5:]
         raise SystemExit(f"seed {seed}: gymflow run exited {done.returncode}: {' | '.join(tail)}")
     summary = json.loads(next((home / "runs").glob("*/summary.json")).read_text())
-    return seed_row(seed, summary, wall) | {"home": str(home)}
+    row = seed_row(seed, summary, wall) | {"home": str(home)}
+    return row | ({"full_heldout": full_heldout(summary, home)} if full else {})
 
 
-def home_row(arg: str) -> dict:
+def full_heldout(summary: dict, home: Path) -> dict:
+    """GRPO's chosen checkpoint against the start and against the control on *every* held-out
+    task (``gymflow eval --against``, greedy, paired), in points: the run's gate decides on the
+    first 32–160 tasks its sequential test needs, so its Δ over the start is wide."""
+    run = Path(summary["run_dir"])
+    gymflow = str(Path(sys.executable).parent / "gymflow")
+    out = {"n": None}
+    for name, other in (("delta", "sft/best"), ("grpo_minus_control", "sft_control/best")):
+        folder = home / f"full-heldout-{name}"
+        cmd = [gymflow, "eval", "--env", summary["env"], "--policy", f"transformers:{run / 'grpo' / 'final'}", "--against",
+               f"transformers:{run / other}", "--split", "heldout", "--run", str(run),
+               "--out", str(folder), "--no-mlflow", "--quiet"]  # fmt: skip
+        done = subprocess.run(cmd, env=os.environ | {"GYMFLOW_HOME": str(home)}, capture_output=True, text=True)  # fmt: skip
+        if done.returncode != 0:
+            raise SystemExit(f"gymflow eval exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        paired = json.loads((folder / "report" / "summary.json").read_text())["comparison"]
+        success = paired["overall"]["success"]
+        out[name] = round(100 * success["delta"], 1)
+        out[f"{name}_ci95"] = [round(100 * x, 1) for x in success["ci95"]]
+        out["n"] = success["n_tasks"]
+    return out
+
+
+def full_heldout_figures(full: list[dict]) -> dict:
+    """The across-seed figures of the rows measured on every held-out task (none: ``{}``)."""
+    if not full:
+        return {}
+    return {
+        "full_heldout": {
+            "seeds": len(full),
+            "delta_over_start": across_seeds([f["delta"] for f in full]),
+            "grpo_minus_control": across_seeds([f["grpo_minus_control"] for f in full]),
+            "every_seed_15_over_start_ci_above_0": all(
+                f["delta"] >= 15 and f["delta_ci95"][0] > 0 for f in full
+            ),
+        }
+    }
+
+
+def home_row(arg: str, full: bool = False) -> dict:
     """``SEED=DIR``: the row of the finished run in the home ``DIR`` (one run in it)."""
     seed, _, home = arg.partition("=")
     summary = json.loads(next(Path(home).glob("runs/*/summary.json")).read_text())
-    return seed_row(int(seed), summary, summary["wall_s"]) | {"home": str(Path(home).resolve())}
+    row = seed_row(int(seed), summary, summary["wall_s"]) | {"home": str(Path(home).resolve())}
+    return row | ({"full_heldout": full_heldout(summary, Path(home))} if full else {})
 
 
 def main() -> None:
@@ -140,13 +190,15 @@ def main() -> None:
                         help="an earlier output of this script: its rows join the table")  # fmt: skip
     parser.add_argument("--home", dest="homes", action="append", default=[], metavar="SEED=DIR",
                         help="a finished home's run (e.g. a fresh clone's make run) as a row")  # fmt: skip
+    parser.add_argument("--full-heldout", action="store_true",
+                        help="also GRPO against the start and the control on every held-out task")  # fmt: skip
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="default-seeds-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = [row for f in args.earlier for row in json.loads(f.read_text())["seeds"]]
-    rows += [home_row(arg) for arg in args.homes]
+    rows += [home_row(arg, args.full_heldout) for arg in args.homes]
     for seed in seeds_from(args.seeds):
-        rows.append(run_seed(seed, args.config, work, args.sets))
+        rows.append(run_seed(seed, args.config, work, args.sets, args.full_heldout))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress, one line a seed
     gaps = [r["grpo_minus_control"] for r in rows if r["grpo_minus_control"] is not None]
     emit(
@@ -161,6 +213,7 @@ def main() -> None:
             "every_seed_15_over_start_ci_above_0": all(
                 r["delta"] >= 15 and r["delta_ci95"][0] > 0 for r in rows
             ),
+            **full_heldout_figures([r["full_heldout"] for r in rows if "full_heldout" in r]),
         },
         args.out,
         compact=args.json,
