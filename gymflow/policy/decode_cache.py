@@ -1,12 +1,15 @@
 """The decode loop's KV cache: a prefilled cache moved once into preallocated room.
 
 transformers' ``DynamicCache`` grows by ``torch.cat``, copying every layer's whole cache at
-every generated token. At the embedded default's size that copy was ~40 % of a generation's
-CPU time (``aten::cat`` in a profile of GRPO's rollouts, 32 rows × up to 48 tokens on ~78-token
-prompts). transformers' own ``StaticCache`` writes each token in place and attends over its
-preallocated width, masked; what it lacks is a way in for a cache that was prefilled elsewhere
-(the shared-prefix prefill of :mod:`gymflow.policy.transformers_backend`), which is the one
-function here. Same math: the masked slots add nothing to the attention
+every generated token: ``aten::cat`` was ~40 % of the CPU time of GRPO's rollouts in one
+profile of the embedded default (32 rows × up to 48 tokens on ~78-token prompts). What that
+copying costs varies with the machine's memory traffic: ``benchmarks/decode_cache.py`` measured
+2–16 % less per call on the embedded default and 8 % on SmolLM2-135M (2026-11-28, AVX2).
+transformers' own ``StaticCache`` writes each token in place and attends over its preallocated
+width, masked; what it lacks is a way in for a cache that was prefilled elsewhere (the
+shared-prefix prefill of :mod:`gymflow.policy.transformers_backend`), which is the one function
+here. Same math: the masked slots add nothing to the attention; only the summation's rounding
+differs, which on a deep model can flip a close draw, as batch shape can
 (``tests/test_decode_cache.py`` checks tokens and log-probs against the growing cache).
 """
 
