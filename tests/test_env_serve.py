@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port_pair  # tests/ is on the path
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.scoring import Score
@@ -161,20 +161,6 @@ def test_a_dead_verifier_worker_is_env_unavailable_then_recovers():
 # --- gymflow env serve --workers N ------------------------------------------------------------------
 
 
-def _free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no two consecutive free ports")
-
-
 def _wait_ready(urls: list[str], proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 30
     for url in urls:
@@ -190,7 +176,7 @@ def _wait_ready(urls: list[str], proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
-    port = _free_port_pair()
+    port = free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     tasks = tmp_path_factory.mktemp("served") / "tasks.jsonl"  # the server scores its own tasks
     tasks.write_text("".join(t.model_dump_json() + "\n" for t in COUNTER_TASKS))
@@ -261,7 +247,7 @@ def test_a_call_on_the_wrong_worker_names_the_right_one(two_workers):
 
 
 def test_a_worker_that_dies_stops_the_server():
-    port = _free_port_pair()
+    port = free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     proc = subprocess.Popen(
         [GYMFLOW, "env", "serve", "counter", "--port", str(port), "--workers", "2"],
@@ -288,7 +274,7 @@ def test_a_worker_that_dies_stops_the_server():
 
 
 def test_binding_beyond_loopback_without_a_token_warns():
-    port = _free_port_pair()
+    port = free_port_pair()
     proc = subprocess.Popen(
         [GYMFLOW, "env", "serve", "counter", "--host", "0.0.0.0", "--port", str(port)],
         stderr=subprocess.PIPE,

@@ -9,7 +9,6 @@ collect`` over HTTP, both started as the user would.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +16,12 @@ from pathlib import Path
 
 import httpx
 import polars as pl
+from ports import free_port  # tests/ is on the path
 
 from gymflow.rollout.store import read_rollouts
 
 GYMFLOW = [str(Path(sys.executable).with_name("gymflow"))]  # the installed command
 TASKS = Path(__file__).resolve().parents[1] / "environments/counter/examples/nemo_gym_tasks.jsonl"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serve(port: int, tasks: Path = TASKS, fmt: str = "nemo_gym") -> subprocess.Popen:
@@ -49,7 +43,7 @@ def _serve(port: int, tasks: Path = TASKS, fmt: str = "nemo_gym") -> subprocess.
 
 
 def test_a_server_killed_mid_batch_loses_nothing_and_retry_completes(tmp_path):
-    port = _free_port()
+    port = free_port()
     out = tmp_path / "collect"
     args = [
         *GYMFLOW, "rollouts", "collect", "--env", "counter", "--tasks", str(TASKS),

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from ports import free_port  # tests/ is on the path
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.tool_calls import render_call
@@ -185,15 +186,9 @@ def test_token_view_is_kept_only_while_prompts_extend_the_sampled_tokens():
 # --- failures ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_server_down_is_policy_unavailable_after_capped_retries(tasks):
     policy = OpenAIChatPolicy(
-        f"http://127.0.0.1:{_free_port()}/v1", "m", retries=2, backoff_s=0.01, timeout_s=2
+        f"http://127.0.0.1:{free_port()}/v1", "m", retries=2, backoff_s=0.01, timeout_s=2
     )
     eps = episodes(policy, tasks[:3])
     assert policy.attempts == 3 * 3  # 1 + 2 retries per episode, then it stops

@@ -319,9 +319,10 @@ def test_trainer_weights_reach_every_worker_before_each_batch(
 def test_workers_get_the_env_servers_token(cluster, tmp_path, monkeypatch):
     """The token set here reaches the workers (a worker on another node would not inherit it;
     this cluster's workers were started before it was set)."""
-    from test_env_server_killed import _free_port, _serve  # tests/ is on the path
+    from ports import free_port  # tests/ is on the path
+    from test_env_server_killed import _serve
 
-    port = _free_port()
+    port = free_port()
     monkeypatch.setenv("GYMFLOW_ENV_TOKEN", "s3cret")  # env serve reads it too
     server = _serve(port, TASKS, "gymflow")
     try:

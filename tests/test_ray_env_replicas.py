@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import httpx
 import polars as pl
 import psutil
 import pytest
-from test_env_serve import _free_port_pair  # tests/ is on the path
+from ports import free_port_pair  # tests/ is on the path
 
 from gymflow.data.task_files import load_tasks
 from gymflow.env.client import EnvClient
@@ -66,7 +67,7 @@ def replicas(tmp_path_factory):
 
     Its output goes to a file: a pipe nobody reads fills up (Ray's logs of the killed replica
     and the failed calls) and blocks the server while it should restart the replica."""
-    port = _free_port_pair()
+    port = free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     log_path = tmp_path_factory.mktemp("replicas") / "env-serve.log"
     log = log_path.open("w")
@@ -85,6 +86,41 @@ def replicas(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+_REPLICA = """
+import asyncio, sys
+from gymflow.env.ray_replicas import EnvReplica
+from gymflow.env.task_store import TaskStore
+port, wait = int(sys.argv[1]), float(sys.argv[2])
+replica = EnvReplica("counter", "127.0.0.1", None, False, TaskStore())
+asyncio.run(replica.serve(port, 0, [f"http://127.0.0.1:{port}"], bind_wait_s=wait))
+"""
+
+
+def test_a_restarted_replica_waits_for_its_port_and_a_first_start_does_not():
+    """A replica's process (as Ray runs it, here without Ray) whose port is held: restarted, it
+    tries again until the port is free; started for the first time, it says so and stops."""
+    port = free_port_pair()
+    url = f"http://127.0.0.1:{port}"
+    holder = socket.socket()  # as an outgoing connection's local port would hold it
+    holder.bind(("127.0.0.1", port))
+    first = subprocess.run(
+        [sys.executable, "-c", _REPLICA, str(port), "0"], capture_output=True, text=True, timeout=60
+    )
+    assert first.returncode != 0
+    assert f"replica 0 could not serve on 127.0.0.1:{port} (port in use?)" in first.stderr
+    restarted = subprocess.Popen(
+        [sys.executable, "-c", _REPLICA, str(port), "60"], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(3)
+        assert restarted.poll() is None and _health(url) is None  # still trying, not serving
+        holder.close()
+        _wait_healthy([url], timeout_s=30)
+    finally:
+        restarted.kill()
+        restarted.wait(10)
 
 
 def test_replicas_share_the_api_and_the_client_spreads_sessions(replicas):
@@ -139,7 +175,12 @@ def test_a_replica_killed_mid_collection_is_restarted_and_retry_completes(replic
     assert 0 < unscored.height < planned, stdout
     assert set(unscored["failure_kind"]) <= {"env_unavailable", "unknown_session"}
 
-    _wait_healthy(urls, timeout_s=60)  # Ray restarted it on the same port
+    try:
+        _wait_healthy(urls, timeout_s=120)  # Ray restarted it on the same port
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}; the server's log ends:\n{log_path.read_text()[-3000:]}"
+        ) from None
     assert _listener(port + 1).pid != victim.pid
     retry = subprocess.run([*args, "--retry-failed"], capture_output=True, text=True, timeout=300)
     assert retry.returncode == 0, retry.stderr[-2000:]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ports import free_port_pair  # tests/ is on the path
 from ray_verify_envs import HANG, PidMath  # tests/ is on the path
-from test_env_serve import _free_port_pair
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.trajectory import assistant_items, prompt_items
@@ -82,7 +82,7 @@ def _health(url: str) -> bool:
 
 
 def test_env_serve_verify_on_ray_scores_as_the_local_pool_from_ray_actors(expected, tmp_path):
-    port = _free_port_pair()
+    port = free_port_pair()
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     tasks = tmp_path / "tasks.jsonl"  # the server scores its own tasks
     tasks.write_text("".join(t.model_dump_json() + "\n" for t in TASKS))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port  # tests/ is on the path
 
 from gymflow.core.failures import GymflowError
 from gymflow.data.served_tasks import read_task_files, task_store
@@ -107,7 +108,7 @@ def test_task_files_load_once_per_id_and_refuse_a_conflict(tmp_path):
 
 
 def test_env_serve_code_with_tasks_refuses_a_clients_tests():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [GYMFLOW, "env", "serve", "code", "--port", str(port), "--tasks", str(EXAMPLES)],
         stderr=subprocess.PIPE,
@@ -124,14 +125,6 @@ def test_env_serve_code_with_tasks_refuses_a_clients_tests():
         proc.terminate()
         proc.wait(15)
     assert b"5 tasks loaded" in proc.stderr.read()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait(url: str, proc: subprocess.Popen) -> None:

@@ -6,13 +6,14 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from ports import free_port  # tests/ is on the path; ui_process.free_port for its importers
 
 GYMFLOW = str(Path(sys.executable).parent / "gymflow")
 
@@ -38,12 +39,6 @@ def api(url: str, body: dict | None = None, attempts: int = 6):
             if error.code not in RETRIED or attempt == attempts - 1:
                 raise
             time.sleep(2**attempt)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class UIProcess:

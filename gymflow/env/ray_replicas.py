@@ -8,8 +8,9 @@ of a session to the replica that holds it (the session id names it), as it does 
 Actors with their own ports rather than a Ray Serve deployment: Serve's HTTP proxy routes each
 request on its own, and a session's calls must reach the process that holds its state.
 
-A replica whose process dies (killed, out of memory) is restarted by Ray, on the same port,
-up to ``max_restarts`` times: its sessions are gone (their next calls fail with
+A replica whose process dies (killed, out of memory) is restarted by Ray, on the same port
+(tried again for up to :data:`REBIND_WAIT_S` while another connection holds it), up to
+``max_restarts`` times: its sessions are gone (their next calls fail with
 ``env_unavailable`` or ``unknown_session``, rows without a reward that ``rollouts collect
 --retry-failed`` runs again), new sessions go to it again. URLs name the host given (or, bound
 to every interface, each replica's node address); on a cluster of several nodes bind
@@ -19,6 +20,7 @@ to every interface, each replica's node address); on a cluster of several nodes 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -31,6 +33,8 @@ from gymflow.env.task_store import TaskStore
 WILDCARD = {"0.0.0.0", "::"}
 RESTART_WAIT_S = 300.0
 """How long a dead replica's restart may take before the server gives up on it."""
+REBIND_WAIT_S = 90.0
+"""How long a restarted replica tries its port again before it gives up (see :meth:`serve`)."""
 
 
 class EnvReplica:
@@ -50,21 +54,31 @@ class EnvReplica:
     def pid(self) -> int:
         return os.getpid()
 
-    async def serve(self, port: int, index: int, urls: list[str]) -> None:
-        """Serve until the actor is killed."""
+    async def serve(self, port: int, index: int, urls: list[str], bind_wait_s: float = 0.0) -> None:
+        """Serve until the actor is killed; a port in use is tried again for ``bind_wait_s``.
+
+        Why again: between a replica's death and its restart, any connection from this host can
+        be given the freed port as its local (ephemeral) port, and the kernel then refuses the
+        bind until that connection and its TIME_WAIT (60 s) are over. On the first start a port
+        in use is the user's to fix, so it fails at once."""
         import uvicorn
 
         app = worker_app(self.name, self.token, index, urls, self.client_ids, tasks=self.tasks)
-        config = uvicorn.Config(
-            app, host=self.host, port=port, log_level="warning", access_log=False
-        )
-        try:
-            await uvicorn.Server(config).serve()
-        except SystemExit:  # uvicorn exits when it cannot bind
-            raise GymflowError(
-                FailureKind.ENV_UNAVAILABLE,
-                f"replica {index} could not serve on {self.host}:{port} (port in use?)",
-            ) from None
+        deadline = time.monotonic() + bind_wait_s
+        while True:
+            config = uvicorn.Config(
+                app, host=self.host, port=port, log_level="warning", access_log=False
+            )
+            try:
+                await uvicorn.Server(config).serve()
+                return
+            except SystemExit:  # uvicorn exits when it cannot bind
+                if time.monotonic() >= deadline:
+                    raise GymflowError(
+                        FailureKind.ENV_UNAVAILABLE,
+                        f"replica {index} could not serve on {self.host}:{port} (port in use?)",
+                    ) from None
+                await asyncio.sleep(1.0)
 
 
 def serve_on_ray(
@@ -132,7 +146,7 @@ def _watch(ray, actors: list, running: dict, port: int, urls: list[str], max_res
                             return 0
                         print(f"replica {k} was not restarted; stopping", file=sys.stderr)
                         return 1
-                    running[actors[k].serve.remote(port + k, k, urls)] = k
+                    running[actors[k].serve.remote(port + k, k, urls, REBIND_WAIT_S)] = k
                 except ray.exceptions.RayTaskError as exc:  # it could not serve
                     print(f"error: {getattr(exc.cause, 'detail', exc.cause)}", file=sys.stderr)
                     return 2
