@@ -46,6 +46,7 @@ from gymflow.lifecycle.stage_results import (
     GateReport,
     TaskData,
 )
+from gymflow.lifecycle.training_inputs import validation_tasks
 from gymflow.rollout.store import Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
 from gymflow.train.checkpoint_choice import CheckpointRule
@@ -162,7 +163,8 @@ def heldout_gate(
             evaluations.folders["champion"] = f"champion-v{champ[0]}"
         checkpoints = {n: c.choice.text() for n, c in (("grpo", candidate), ("sft_control", control))
                        if getattr(c, "choice", None) is not None}  # fmt: skip
-        rule = CheckpointRule(cfg.grpo.validate_every, cfg.val_eval_n).text()
+        rule_tasks = validation_tasks(cfg, read_tasks(data.paths["val"]), greedy=True)
+        rule = CheckpointRule(cfg.grpo.validate_every, sum(map(len, rule_tasks.values()))).text()
         env_of = {i: t.env for i, t in tasks.items()}
         try:
             held = run_heldout(gate_order(list(tasks), cfg.seed), names, evaluations, settings,

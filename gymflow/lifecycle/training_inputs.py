@@ -56,17 +56,25 @@ def environment_servers(cfg: LifecycleConfig) -> Iterator[Servers]:
             app.state.verifier.shutdown(kill=True)
 
 
+def validation_tasks(cfg: LifecycleConfig, val: list[Task], greedy: bool) -> dict[str, list[Task]]:
+    """The validation tasks :func:`validation_success` scores, by environment: the first
+    ``grpo.validate_tasks`` of ``val`` for the checkpoint rule (``greedy``), else the first
+    ``val_eval_n``; each environment its share of them."""
+    n = (cfg.grpo.validate_tasks or cfg.val_eval_n) if greedy else cfg.val_eval_n
+    shares = apportion(n, cfg.env_weights, minimum=1)
+    return {name: [t for t in val if t.env == name][:k] for name, k in shares.items()}
+
+
 def validation_success(
     cfg: LifecycleConfig, servers: Servers, val: list[Task], greedy: bool
 ) -> Callable[[object, object], float]:
-    """``evaluate(model, tokenizer) -> success`` on the first ``cfg.val_eval_n`` of ``val``
-    (a mix: each environment's share of them, success pooled over all): sampled at
-    ``sft.sample_temperature`` (SFT's pick) or greedy (GRPO's, as the gate scores)."""
+    """``evaluate(model, tokenizer) -> success`` on validation tasks (a mix: each environment's
+    share of them, success pooled over all): sampled at ``sft.sample_temperature`` (SFT's
+    pick) or greedy, as the gate scores (the checkpoint rule), on :func:`validation_tasks`."""
     from gymflow.eval.evaluation import evaluate_policy
     from gymflow.policy.transformers_backend import TransformersPolicy
 
-    shares = apportion(cfg.val_eval_n, cfg.env_weights, minimum=1)
-    tasks = {name: [t for t in val if t.env == name][:n] for name, n in shares.items()}
+    tasks = validation_tasks(cfg, val, greedy)
 
     def success(model, tokenizer) -> float:
         policy, hits, n = TransformersPolicy(model, tokenizer), 0.0, 0

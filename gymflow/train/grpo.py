@@ -150,6 +150,13 @@ class GRPOSettings(BaseModel):
         description="Score greedy validation success every N steps and at the last; the best "
         "step is the policy GRPO hands on (None: the last step, nothing scored).",
     )
+    validate_tasks: int | None = Field(
+        None,
+        ge=1,
+        description="Validation tasks the checkpoint rule scores, for GRPO and its control "
+        "alike: the first N of the val split, each environment its share; more than the "
+        "split holds: all of it (None: val_eval_n, the tasks SFT's sampled check scores).",
+    )
     vllm: Literal["off", "colocate", "server", "managed"] = Field(
         "off",
         description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
