@@ -157,6 +157,15 @@ def test_lr_schedule_reaches_the_optimizer(setting, tmp_path, schedule):
         assert rates[0] > rates[1] > rates[2] > rates[3] > 0.0 and rates[3] <= 0.26e-2
 
 
+def test_warmup_ramps_the_rate_up_to_the_schedule(setting, tmp_path):
+    """Two warm-up steps under a constant schedule: half the peak, then the peak."""
+    result = _train(
+        setting, tmp_path, _settings(max_steps=3, lr_schedule="constant", warmup_steps=2)
+    )
+    rates = [h["learning_rate"] for h in result["log_history"] if "learning_rate" in h]
+    assert rates == pytest.approx([0.5e-2, 1e-2, 1e-2])
+
+
 def test_checkpoint_resume_continues_the_step_count(setting, tmp_path):
     first = _train(setting, tmp_path, _settings(max_steps=2, save_every=1))
     assert first["resumed_from"] is None

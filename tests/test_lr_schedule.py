@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gymflow.train.lr_schedule import factor, progress
+from gymflow.train.lr_schedule import factor, progress, warmup
 
 
 def test_progress_is_the_further_along_of_steps_and_time():
@@ -30,3 +30,8 @@ def test_factor_falls_from_the_peak_to_zero(kind, half, end):
     assert factor(kind, 0.5) == pytest.approx(half)
     assert factor(kind, 1.0) == pytest.approx(end, abs=1e-12)
     assert factor("cosine", 0.25) == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+
+
+def test_warmup_ramps_to_the_schedule_and_never_trains_at_zero():
+    assert [warmup(s, 10) for s in (0, 4, 9, 10, 200)] == pytest.approx([0.1, 0.5, 1.0, 1.0, 1.0])
+    assert warmup(0, 0) == 1.0  # off

@@ -97,6 +97,12 @@ class GRPOSettings(BaseModel):
         description="How the learning rate falls from its peak to about 0 when the run ends, "
         "at max_steps or at time_budget_s, whichever is further along (gymflow.train.lr_schedule).",
     )
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Steps over which the learning rate ramps up linearly to the schedule's "
+        "(gymflow.train.lr_schedule.warmup); 0: the first step trains at the peak.",
+    )
     beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
     loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
     importance_sampling_level: Literal["token", "sequence"] = Field(
@@ -553,10 +559,10 @@ def run_grpo(
         trainer_cls = with_demo_loss(GRPOTrainer, demo_loss)
     if settings.share_prompts:
         trainer_cls = with_shared_prompts(trainer_cls)
-    if settings.lr_schedule != "constant":
+    if settings.lr_schedule != "constant" or settings.warmup_steps:
         trainer_cls = with_progress_schedule(
             trainer_cls, settings.lr_schedule, settings.max_steps, settings.time_budget_s,
-            progress.trained_s,
+            progress.trained_s, settings.warmup_steps,
         )  # fmt: skip
     trainer = trainer_cls(
         model=model,
