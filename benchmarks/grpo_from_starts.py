@@ -138,7 +138,8 @@ def _zero_variance(stats: dict) -> float | None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--train":  # one arm, in its own process
         run, out, steps, fields = sys.argv[2:6]
-        result = train_arm(Path(run), Path(out), int(steps), json.loads(fields))
+        out = Path(out)
+        result = train_arm(Path(run), out, int(steps), json.loads(fields))
         (out / "arm.json").write_text(json.dumps(result))
         return
     parser = arguments(__doc__)
