@@ -93,6 +93,7 @@ def heldout_rows(run: Path, policy_path: Path) -> list[dict]:
 def one_run(run: Path, arms: dict[str, dict], steps: int, work: Path) -> dict:
     """Every arm from ``run``'s start at once (a process each), then scored."""
     from gymflow.eval.compare import paired_differences
+    from gymflow.lifecycle.summary import zero_variance_share
 
     procs = {}
     for name, fields in arms.items():
@@ -116,7 +117,7 @@ def one_run(run: Path, arms: dict[str, dict], steps: int, work: Path) -> dict:
         row["arms"][name] = {
             "steps": t["steps"], "wall_s": t["wall_s"], "success": _success(rows[name]),
             "over_start": _points(gain), "minus_first_arm": _points(versus) if versus else None,
-            "zero_variance": _zero_variance(t["dynamic_sampling"]),
+            "zero_variance": _rounded(zero_variance_share(t["dynamic_sampling"])),
         }  # fmt: skip
         print(json.dumps({"run": run.name, "arm": name, **row["arms"][name]}), flush=True)
     return row
@@ -126,13 +127,12 @@ def _success(rows: list[dict]) -> float:
     return round(statistics.fmean(float(r["success"]) for r in rows), 4)
 
 
+def _rounded(share: float | None) -> float | None:
+    return None if share is None else round(share, 3)
+
+
 def _points(d: dict) -> dict:
     return {"delta": round(100 * d["delta"], 1), "ci95": [round(100 * x, 1) for x in d["ci95"]]}
-
-
-def _zero_variance(stats: dict) -> float | None:
-    made = stats.get("groups_generated") or 0
-    return round(stats.get("groups_zero_variance", 0) / made, 3) if made else None
 
 
 def main() -> None:
