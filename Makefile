@@ -4,7 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-UV := $(BIN)/uv pip install -q --python $(BIN)/python
+# uv trusts the platform's certificate store, as pip does: behind a TLS-inspecting proxy (whose CA
+# only the system store holds) uv's own roots refuse the registry, and the install falls back to
+# pip at ~60 s more (a clean shell here, without SSL_CERT_FILE, 2026-11-29). UV_NATIVE_TLS is the
+# older uv's name for the same switch.
+UV := UV_SYSTEM_CERTS=1 UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --python $(BIN)/python
 # vLLM's CPU build lives in its own environment: it pins fastapi<0.137, Prefect needs >=0.139.
 # On a CUDA machine: make setup-vllm VLLM_PKG=vllm==0.32.0 (docs/how-to/gpu-and-vllm.md).
 VLLM_VENV := .venv-vllm
