@@ -1,7 +1,7 @@
 """Screen GRPO settings from saved SFT starts, at a fixed step count, arms side by side.
 
     python benchmarks/grpo_from_starts.py --runs RUN [RUN ...] --arm NAME=JSON [--arm ...]
-        [--steps 150] [--json] [--out FILE]
+        [--steps 150] [--seconds S] [--json] [--out FILE]
 
 A lifecycle screen (``benchmarks/default_seeds.py``) runs SFT again for every arm, and two runs
 of one seed hand GRPO starts up to ten held-out points apart (2026-11-28: seed 2, 0.588 and
@@ -13,7 +13,10 @@ each, so two arms load the two cores as GRPO and its SFT control do in a run.
 
 The step count is fixed (``--steps``, no time budget; the cosine schedule spans those steps)
 so that a machine's speed does not pick the winner; 150 is what the default's 300 s hold on the
-AVX2 machine kind (142–165 steps). What is not the lifecycle's: no preflight (the pool starts
+AVX2 machine kind (142–165 steps). ``--seconds S`` instead gives every arm a wall-time budget
+of ``S`` as the lifecycle gives GRPO (``--steps`` is then only the cap, and the schedule follows
+the further along of the two, as in a run): the comparison for arms whose steps cost different
+time (fewer rollouts a step, more steps). What is not the lifecycle's: no preflight (the pool starts
 as the difficulty pool's own), and the last step is the policy (no checkpoint rule).
 
 Each arm's policy is scored greedy on all of the run's held-out tasks, paired by task: its
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.report import arguments, emit  # noqa: E402
 
 
-def train_arm(run: Path, out: Path, steps: int, fields: dict) -> dict:
+def train_arm(run: Path, out: Path, steps: int, seconds: float | None, fields: dict) -> dict:
     """One arm's GRPO from ``run``'s start, in this process (one torch thread)."""
     import torch
 
@@ -55,7 +58,7 @@ def train_arm(run: Path, out: Path, steps: int, fields: dict) -> dict:
 
     quiet_libraries()
     cfg = LifecycleConfig.model_validate_json((run / "config.json").read_text())
-    fixed = {"seed": cfg.seed, "max_steps": steps, "time_budget_s": None}
+    fixed = {"seed": cfg.seed, "max_steps": steps, "time_budget_s": seconds}
     fixed |= {"preflight": None, "validate_every": None}
     settings = GRPOSettings.model_validate(cfg.grpo.model_dump() | fields | fixed)
     demo_tasks, pool = split_demos_and_pool(cfg, read_tasks(run / "data/tasks-train.parquet"))
@@ -90,7 +93,9 @@ def heldout_rows(run: Path, policy_path: Path) -> list[dict]:
     return rows
 
 
-def one_run(run: Path, arms: dict[str, dict], steps: int, work: Path) -> dict:
+def one_run(
+    run: Path, arms: dict[str, dict], steps: int, seconds: float | None, work: Path
+) -> dict:
     """Every arm from ``run``'s start at once (a process each), then scored."""
     from gymflow.eval.compare import paired_differences
     from gymflow.lifecycle.summary import zero_variance_share
@@ -99,7 +104,7 @@ def one_run(run: Path, arms: dict[str, dict], steps: int, work: Path) -> dict:
     for name, fields in arms.items():
         out = work / f"{run.parent.parent.name}-{name}"
         cmd = [sys.executable, __file__, "--train", str(run), str(out), str(steps)]
-        cmd.append(json.dumps(fields))
+        cmd += [json.dumps(seconds), json.dumps(fields)]
         log = (work / f"{out.name}.log").open("w")
         procs[name] = (out, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
     trained = {}
@@ -137,15 +142,16 @@ def _points(d: dict) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--train":  # one arm, in its own process
-        run, out, steps, fields = sys.argv[2:6]
+        run, out, steps, seconds, fields = sys.argv[2:7]
         out = Path(out)
-        result = train_arm(Path(run), out, int(steps), json.loads(fields))
+        result = train_arm(Path(run), out, int(steps), json.loads(seconds), json.loads(fields))
         (out / "arm.json").write_text(json.dumps(result))
         return
     parser = arguments(__doc__)
     parser.add_argument("--runs", nargs="+", type=Path, required=True, help="run folders (RUN)")
     parser.add_argument("--arm", action="append", required=True, help="NAME=JSON GRPO fields")
     parser.add_argument("--steps", type=int, default=150, help="GRPO steps of every arm")
+    parser.add_argument("--seconds", type=float, default=None, help="a wall-time budget instead")
     parser.add_argument("--work", type=Path, default=Path("/tmp/grpo-from-starts"))
     args = parser.parse_args()
     arms = {}
@@ -154,7 +160,7 @@ def main() -> None:
         arms[name] = json.loads(fields or "{}")
     args.work.mkdir(parents=True, exist_ok=True)
     began = time.time()
-    rows = [one_run(run.resolve(), arms, args.steps, args.work) for run in args.runs]
+    rows = [one_run(run.resolve(), arms, args.steps, args.seconds, args.work) for run in args.runs]
     summary = {}
     for name in list(arms)[1:]:
         diffs = [r["arms"][name]["minus_first_arm"]["delta"] for r in rows]
@@ -166,6 +172,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
             "command": "python benchmarks/grpo_from_starts.py " + " ".join(sys.argv[1:]),
             "steps": args.steps,
+            "seconds": args.seconds,
             "arms": arms,
             "threads_per_arm": 1,
             "runs": rows,
