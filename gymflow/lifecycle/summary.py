@@ -197,18 +197,26 @@ GENERAL_TABLE_HEADER = [
 def general_table_rows(summary: dict) -> list[list[str]]:
     """One row per general-capability set (held-out splits of other environments, external
     sets such as ``bfcl:simple_python``): success of the start and of each candidate evaluated
-    there, with its paired gain over the start; ``""`` for a policy not evaluated there."""
+    there, with its paired gain over the start. A set the gate skipped (the start at its floor:
+    nothing to lose) says so where the gain would be; ``—`` for a policy not evaluated there (a
+    candidate that failed an earlier check, or any candidate on a skipped set of an environment).
+
+    >>> skipped = {"n": 32, "success": {"baseline": 0.001}, "delta_success": {}, "skipped": "…"}
+    >>> general_table_rows({"general": {"math": skipped}})
+    [['math', '32', '0.001', '—', 'skipped: start at the floor', '—', 'skipped: start at the floor']]
+    """
     rows = []
     for name, g in summary.get("general", {}).items():
         cells = [name, str(g["n"]), f"{g['success']['baseline']:.3f}"]
         for label in ("grpo", "sft_control"):
+            score = g["success"].get(label)
+            cells.append("—" if score is None else f"{score:.3f}")
             d = g["delta_success"].get(label)
-            if d is None:
-                cells += ["", ""]
-                continue
-            lo, hi = d["ci95"]
-            cells += [f"{g['success'][label]:.3f}",
-                      f"{100 * d['delta']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"]  # fmt: skip
+            if d is not None:
+                lo, hi = d["ci95"]
+                cells.append(f"{100 * d['delta']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+            else:
+                cells.append("skipped: start at the floor" if g.get("skipped") else "—")
         rows.append(cells)
     return rows
 
