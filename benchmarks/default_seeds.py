@@ -20,8 +20,8 @@ fresh clone's ``make run ARGS="--seed S"``; its wall time is the run's own ``wal
 across-seed figures cover them all; ``--seeds ""`` runs nothing new.
 
 ``--full-heldout`` adds, per seed, GRPO's chosen checkpoint against the start and against the
-control on every held-out task (two ``gymflow eval --against`` runs after the seed's run, ~25 s
-each on the embedded default), and the same across-seed figures for them: the gate's own
+control on every held-out task (the three policies evaluated once each after the seed's run,
+~25 s each on the embedded default), and the same across-seed figures for them: the gate's own
 figures come from the 32–160 tasks its sequential test needed, so their intervals are wide.
 
 Which seeds to pass is the point of the script: settings are chosen on seeds 0–4, and the
@@ -129,26 +129,23 @@ def run_seed(
         raise SystemExit(f"seed {seed}: gymflow run exited {done.returncode}: {' | '.join(tail)}")
     summary = json.loads(next((home / "runs").glob("*/summary.json")).read_text())
     row = seed_row(seed, summary, wall) | {"home": str(home)}
-    return row | ({"full_heldout": full_heldout(summary, home)} if full else {})
+    return row | ({"full_heldout": full_heldout(summary)} if full else {})
 
 
-def full_heldout(summary: dict, home: Path) -> dict:
+def full_heldout(summary: dict) -> dict:
     """GRPO's chosen checkpoint against the start and against the control on *every* held-out
-    task (``gymflow eval --against``, greedy, paired), in points: the run's gate decides on the
-    first 32–160 tasks its sequential test needs, so its Δ over the start is wide."""
+    task (greedy, paired), in points: the run's gate decides on the first 32–160 tasks its
+    sequential test needs, so its Δ over the start is wide. Each of the three policies is
+    evaluated once (:func:`benchmarks.grpo_from_starts.heldout_rows`) and paired twice."""
+    from benchmarks.grpo_from_starts import heldout_rows
+    from gymflow.eval.compare import paired_differences
+
     run = Path(summary["run_dir"])
-    gymflow = str(Path(sys.executable).parent / "gymflow")
+    rows = {name: heldout_rows(run, run / sub) for name, sub in
+            (("grpo", "grpo/final"), ("start", "sft/best"), ("control", "sft_control/best"))}  # fmt: skip
     out = {"n": None}
-    for name, other in (("delta", "sft/best"), ("grpo_minus_control", "sft_control/best")):
-        folder = home / f"full-heldout-{name}"
-        cmd = [gymflow, "eval", "--env", summary["env"], "--policy", f"transformers:{run / 'grpo' / 'final'}", "--against",
-               f"transformers:{run / other}", "--split", "heldout", "--run", str(run),
-               "--out", str(folder), "--no-mlflow", "--quiet"]  # fmt: skip
-        done = subprocess.run(cmd, env=os.environ | {"GYMFLOW_HOME": str(home)}, capture_output=True, text=True)  # fmt: skip
-        if done.returncode != 0:
-            raise SystemExit(f"gymflow eval exited {done.returncode}: {done.stderr.strip()[-300:]}")
-        paired = json.loads((folder / "report" / "summary.json").read_text())["comparison"]
-        success = paired["overall"]["success"]
+    for name, other in (("delta", "start"), ("grpo_minus_control", "control")):
+        success = paired_differences(rows["grpo"], rows[other])["success"]
         out[name] = round(100 * success["delta"], 1)
         out[f"{name}_ci95"] = [round(100 * x, 1) for x in success["ci95"]]
         out["n"] = success["n_tasks"]
@@ -176,7 +173,7 @@ def home_row(arg: str, full: bool = False) -> dict:
     seed, _, home = arg.partition("=")
     summary = json.loads(next(Path(home).glob("runs/*/summary.json")).read_text())
     row = seed_row(int(seed), summary, summary["wall_s"]) | {"home": str(Path(home).resolve())}
-    return row | ({"full_heldout": full_heldout(summary, Path(home))} if full else {})
+    return row | ({"full_heldout": full_heldout(summary)} if full else {})
 
 
 def main() -> None:
