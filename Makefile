@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip uv
 	# torch first, PyTorch's CPU build, so nothing later pulls CUDA wheels: PyPI's Linux torch is
-	# the CUDA build (a 6.4 GB venv against ~2.5 GB, 2026-11-29). From pip's own sources first (a
+	# the CUDA build (a 6.4 GB venv against 2.0 GB, 2026-11-29). From pip's own sources first (a
 	# machine's local wheel or mirror: pip reads its configuration, uv none), else PyTorch's CPU
 	# index, else, said in a warning, PyPI's CUDA build, which runs on a CPU too.
 	$(BIN)/pip install -q --no-compile -c constraints.txt torch==$(TORCH_CPU) 2>/dev/null || \
