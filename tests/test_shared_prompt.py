@@ -89,7 +89,7 @@ def test_the_cache_goes_by_the_name_the_forward_takes(counter_model):
     """transformers 5.24 takes the KV cache as ``cache``, earlier 5.x as ``past_key_values``;
     the other name lands in ``**kwargs`` and is ignored (on 5.17 the completions then ran
     without their prompt and the mask's length failed)."""
-    from gymflow.train.shared_prompt import cache_keyword
+    from gymflow.policy.cache_names import cache_keyword
 
     model = AutoModelForCausalLM.from_pretrained(counter_model)
     import inspect

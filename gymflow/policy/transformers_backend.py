@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gymflow.policy.base import Generation
+from gymflow.policy.cache_names import cache_keyword, returned_cache
 from gymflow.policy.decode_cache import with_room
 
 
@@ -122,15 +123,15 @@ class TransformersPolicy(TokenizerEncoding):
         past = None
         if cut:
             head = torch.tensor([prompts[0][:cut]], device=device)
-            past = self.model(input_ids=head, use_cache=True, logits_to_keep=1).past_key_values
+            past = returned_cache(self.model(input_ids=head, use_cache=True, logits_to_keep=1))
             past.batch_select_indices(torch.zeros(n, dtype=torch.long, device=device))
             mask = torch.cat([mask.new_ones((n, cut)), mask], dim=1)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions[:, cut:],
-            past_key_values=past, use_cache=True, logits_to_keep=1,
+            use_cache=True, logits_to_keep=1, **{cache_keyword(self.model): past},
         )  # fmt: skip
-        return out.past_key_values, out.logits[:, -1, :], mask, positions
+        return returned_cache(out), out.logits[:, -1, :], mask, positions
 
     def _batch(
         self,
@@ -181,6 +182,7 @@ class TransformersPolicy(TokenizerEncoding):
         if width is not None:
             mask = torch.cat([mask, mask.new_zeros((batch, width - written))], dim=1)
         next_pos = positions[:, -1:] + 1
+        keyword = cache_keyword(self.model)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         tokens, logps = [], []
         for step in range(max_new):
@@ -210,9 +212,9 @@ class TransformersPolicy(TokenizerEncoding):
             written += 1
             out = self.model(
                 input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
-                past_key_values=past, use_cache=True,
+                use_cache=True, **{keyword: past},
             )  # fmt: skip
-            past, logits = out.past_key_values, out.logits[:, -1, :]
+            past, logits = returned_cache(out), out.logits[:, -1, :]
             next_pos = next_pos + 1
         if was_training:
             self.model.train()

@@ -22,7 +22,8 @@ share per-group prompts instead: :mod:`gymflow.train.shared_prompt`.
 from __future__ import annotations
 
 from gymflow.policy.transformers_backend import MIN_PREFIX  # the one threshold, as in generation
-from gymflow.train.shared_prompt import _checkpointing, cache_keyword
+from gymflow.policy.cache_names import cache_keyword, returned_cache
+from gymflow.train.shared_prompt import _checkpointing
 
 FLAGS = frozenset({"use_cache", "fused_lm_head", "return_dict"})
 """Keyword arguments :func:`prefix_once` passes on; any other (position ids, token type ids,
@@ -70,7 +71,7 @@ def prefix_once(model, input_ids, attention_mask, labels=None, **forward_kwargs)
         return None
     forward_kwargs.pop("use_cache", None)
     prefix = model(input_ids=input_ids[:1, :cut], use_cache=True, logits_to_keep=1)
-    cache = prefix.past_key_values
+    cache = returned_cache(prefix)
     if cache is None:  # a model that keeps no cache in training: the plain forward
         return None
     rows = torch.zeros(input_ids.size(0), dtype=torch.long, device=input_ids.device)

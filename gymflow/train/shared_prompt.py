@@ -19,6 +19,8 @@ checkpointing (which turns the KV cache off).
 
 from __future__ import annotations
 
+from gymflow.policy.cache_names import cache_keyword, returned_cache
+
 
 def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, entropy: bool):
     """``(log-probs, entropies or None)`` of the last ``logits_to_keep`` tokens of each row,
@@ -44,7 +46,7 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, e
         use_cache=True,
         logits_to_keep=1,
     )
-    cache = prompt.past_key_values
+    cache = returned_cache(prompt)
     cache.batch_select_indices(rows)  # differentiable: the samples' gradients sum into it
     tail = input_ids[:, cut:]  # the last prompt token (never padding: TRL pads prompts left)
     labels = tail.masked_fill(attention_mask[:, cut:] == 0, -100)
@@ -58,26 +60,6 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, e
     )
     logps = out.log_probs[:, -logits_to_keep:]
     return logps, (out.entropy[:, -logits_to_keep:] if entropy else None)
-
-
-def cache_keyword(model) -> str:
-    """The name the model's forward takes a KV cache by: ``cache`` from transformers 5.24 on
-    (``past_key_values`` deprecated there), ``past_key_values`` before. An older forward takes
-    ``cache`` into its ``**kwargs`` and ignores it, running the completions without the prompt
-    (transformers 5.17 then failed on the mask's length, seen on a GPU machine)."""
-    import inspect
-
-    base = getattr(model, "module", model)  # DDP / Accelerate wrappers
-    base = base.get_base_model() if hasattr(base, "get_base_model") else base  # PEFT
-    inner = getattr(base, "model", None)  # the decoder under the LM head takes the cache too
-    for candidate in (base, inner):
-        if candidate is not None and hasattr(candidate, "forward"):
-            params = inspect.signature(candidate.forward).parameters
-            if "cache" in params:
-                return "cache"
-            if "past_key_values" in params:
-                return "past_key_values"
-    return "past_key_values"
 
 
 def _checkpointing(model) -> bool:
