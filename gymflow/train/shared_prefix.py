@@ -21,8 +21,8 @@ share per-group prompts instead: :mod:`gymflow.train.shared_prompt`.
 
 from __future__ import annotations
 
-from gymflow.policy.transformers_backend import MIN_PREFIX  # the one threshold, as in generation
 from gymflow.policy.cache_names import cache_keyword, returned_cache
+from gymflow.policy.transformers_backend import MIN_PREFIX  # the one threshold, as in generation
 from gymflow.train.shared_prompt import _checkpointing
 
 FLAGS = frozenset({"use_cache", "fused_lm_head", "return_dict"})
