@@ -55,7 +55,7 @@ from gymflow.train.checkpoint_choice import (
     VALIDATION_METRIC,
     ChosenCheckpoint,
 )
-from gymflow.train.grpo import RolloutSource, run_grpo
+from gymflow.train.grpo import RolloutSource, completions_trained, run_grpo
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
 from gymflow.train.step_progress import step_progress
 from gymflow.train.task_pool import TASK_POOL_FILE, has_variance
@@ -272,7 +272,7 @@ def grpo_stage(
         start=start.path,
         choice=ChosenCheckpoint(**choice) if choice else None,
         stopped_by=result["stopped_by"],
-        samples=result["steps"] * cfg.grpo.prompts_per_step * cfg.grpo.num_generations,
+        samples=completions_trained(result["steps"], cfg.grpo),
         preflight=ready.model_dump() if ready is not None else None,
         processes=result.get("processes", 1),
         stage=info,

@@ -166,6 +166,17 @@ def test_warmup_ramps_the_rate_up_to_the_schedule(setting, tmp_path):
     assert rates == pytest.approx([0.5e-2, 1e-2, 1e-2])
 
 
+def test_each_batch_of_rollouts_trains_num_iterations_updates(setting, tmp_path):
+    """mu = 2: four updates on two batches of episodes, the second update of each on the batch
+    the first sampled (TRL's buffer); the policy moves on both."""
+    result = _train(setting, tmp_path, _settings(max_steps=4, num_iterations=2))
+    assert result["steps"] == 4
+    assert len(result["batches"]) == 2
+    losses = [h["loss"] for h in result["log_history"] if "loss" in h]
+    assert len(losses) == 4
+    assert _moved(setting[3], Path(result["path"])) > 0.0
+
+
 def test_checkpoint_resume_continues_the_step_count(setting, tmp_path):
     first = _train(setting, tmp_path, _settings(max_steps=2, save_every=1))
     assert first["resumed_from"] is None
@@ -202,3 +213,12 @@ def test_invalid_settings_are_refused_up_front(bad):
     with pytest.raises(ValidationError) as err:
         GRPOSettings(**bad)
     assert next(iter(bad)) in str(err.value)
+
+
+def test_the_modules_examples_hold():
+    """``stopped_by`` and ``completions_trained`` (the run summary's figures) as documented."""
+    import doctest
+
+    from gymflow.train import grpo
+
+    assert doctest.testmod(grpo).attempted >= 4 and doctest.testmod(grpo).failed == 0

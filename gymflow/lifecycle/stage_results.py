@@ -153,8 +153,9 @@ class GRPOResult(Checkpoint):
     stopped_by: str | None = None
     """``"max_steps"`` or ``"time_budget"`` (:func:`gymflow.train.grpo.stopped_by`)."""
     samples: int | None = None
-    """Completions trained on (steps × prompts per step × generations); ``dynamic_sampling``
-    counts the groups generated, refills included."""
+    """Completions trained on (batches sampled × prompts per step × generations; a batch is
+    sampled every ``num_iterations`` steps); ``dynamic_sampling`` counts the groups generated,
+    refills included."""
     preflight: dict[str, Any] | None = None
     """The RL-readiness preflight's figures and verdict (:class:`gymflow.train.readiness.
     Readiness`); None when ``grpo.preflight`` is off."""

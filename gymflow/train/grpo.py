@@ -91,6 +91,13 @@ class GRPOSettings(BaseModel):
     num_generations: int = Field(
         8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
     )
+    num_iterations: int = Field(
+        1,
+        ge=1,
+        description="Updates on each batch of rollouts (TRL's num_iterations, GRPO's mu): the "
+        "batch sampled at one step is trained on again at the next mu - 1 steps, through the "
+        "clipped ratio to the policy that sampled it; 1: every step samples its own.",
+    )
     learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Peak learning rate.")
     lr_schedule: Schedule = Field(
         "cosine",
@@ -629,6 +636,19 @@ def stopped_by(steps: int, settings: GRPOSettings) -> str:
     return "max_steps" if steps >= settings.max_steps else "time_budget"
 
 
+def completions_trained(steps: int, settings: GRPOSettings) -> int:
+    """Completions ``steps`` updates trained on: a batch of prompts per step × generations is
+    sampled at every ``num_iterations``-th step and trained on at that step and the next ones.
+
+    >>> completions_trained(151, GRPOSettings(prompts_per_step=4, num_generations=8))
+    4832
+    >>> completions_trained(5, GRPOSettings(prompts_per_step=4, num_generations=8, num_iterations=2))
+    96
+    """
+    batches = -(-steps // settings.num_iterations)
+    return batches * settings.prompts_per_step * settings.num_generations
+
+
 def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool = True):
     """TRL's ``GRPOConfig`` for ``settings``: CPU, fp32, one optimizer step per generation batch."""
     from trl import GRPOConfig
@@ -653,6 +673,7 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=1,
         num_generations=settings.num_generations,
+        num_iterations=settings.num_iterations,
         max_completion_length=settings.max_new_tokens,
         temperature=settings.temperature,
         learning_rate=settings.learning_rate,
