@@ -141,8 +141,8 @@ def full_heldout(summary: dict) -> dict:
     from gymflow.eval.compare import paired_differences
 
     run = Path(summary["run_dir"])
-    rows = {name: heldout_rows(run, run / sub) for name, sub in
-            (("grpo", "grpo/final"), ("start", "sft/best"), ("control", "sft_control/best"))}  # fmt: skip
+    rows = heldout_rows(run, {"grpo": run / "grpo/final", "start": run / "sft/best",
+                              "control": run / "sft_control/best"})  # fmt: skip
     out = {"n": None}
     for name, other in (("delta", "start"), ("grpo_minus_control", "control")):
         success = paired_differences(rows["grpo"], rows[other])["success"]

@@ -72,8 +72,9 @@ def train_arm(run: Path, out: Path, steps: int, seconds: float | None, fields: d
             "dynamic_sampling": result["dynamic_sampling"]}  # fmt: skip
 
 
-def heldout_rows(run: Path, policy_path: Path) -> list[dict]:
-    """Greedy rows of ``policy_path`` on every held-out task of ``run``."""
+def heldout_rows(run: Path, policies: dict[str, Path]) -> dict[str, list[dict]]:
+    """Greedy rows of each of ``policies`` (name: checkpoint) on every held-out task of
+    ``run``: the tasks are read and the environment's app built once for all of them."""
     from gymflow.data.task_table import read_tasks
     from gymflow.env.registry import get_env
     from gymflow.env.resources_server import build_app
@@ -84,10 +85,14 @@ def heldout_rows(run: Path, policy_path: Path) -> list[dict]:
     cfg = LifecycleConfig.model_validate_json((run / "config.json").read_text())
     env = get_env(cfg.env)
     app = build_app(env)
+    rows = {}
     try:
         tasks = read_tasks(run / "data/tasks-heldout.parquet")
-        policy = TransformersPolicy.from_path(policy_path)
-        rows, _ = evaluate_policy(env, app, policy, tasks, max_new_tokens=cfg.max_new_tokens)
+        for name, path in policies.items():
+            policy = TransformersPolicy.from_path(path)
+            rows[name], _ = evaluate_policy(
+                env, app, policy, tasks, max_new_tokens=cfg.max_new_tokens
+            )
     finally:
         app.state.verifier.shutdown(kill=True)
     return rows
@@ -112,8 +117,10 @@ def one_run(
         if proc.wait() != 0:
             raise SystemExit(f"arm {name} of {run} failed: see {log.name}")
         trained[name] = json.loads((out / "arm.json").read_text())
-    start_rows = heldout_rows(run, run / "sft/best")
-    rows = {name: heldout_rows(run, Path(t["path"])) for name, t in trained.items()}
+    rows = heldout_rows(run, {"(start)": run / "sft/best"} | {
+        name: Path(t["path"]) for name, t in trained.items()
+    })  # fmt: skip
+    start_rows = rows.pop("(start)")
     first = next(iter(arms))
     row: dict = {"run": str(run), "start": _success(start_rows), "arms": {}}
     for name, t in trained.items():
