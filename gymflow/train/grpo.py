@@ -650,7 +650,8 @@ def completions_trained(steps: int, settings: GRPOSettings) -> int:
 
 
 def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool = True):
-    """TRL's ``GRPOConfig`` for ``settings``: CPU, fp32, one optimizer step per generation batch."""
+    """TRL's ``GRPOConfig`` for ``settings``: CPU, fp32, ``num_iterations`` optimizer steps on each
+    generation batch (one by default)."""
     from trl import GRPOConfig
 
     batch = settings.prompts_per_step * settings.num_generations
