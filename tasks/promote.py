@@ -19,6 +19,7 @@ from gymflow.env.registry import get_env
 from gymflow.eval.drift import verifier_identity
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.lineage import version_description, version_tags
+from gymflow.lifecycle.model_card import start_license
 from gymflow.lifecycle.model_registry import champion_version, move_champion, register_candidate
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import GateReport, Registration, ResolvedPolicy, TaskData
@@ -45,7 +46,10 @@ def promote(
         tags = version_tags(run.run_id, cfg.env_label, cfg.digest(), data, start, gate)
         tags |= _per_env_tags(cfg, gate) | _gate_tags(run, cfg, gate)
         description = version_description(run.run_id, cfg.env_label, start, gate)
-        version = register_candidate(Path(gate.chosen_path), name, tags, description)
+        license_id = start_license(cfg.model_path, start.source, _champion_tags(name, start))
+        version = register_candidate(
+            Path(gate.chosen_path), name, tags, description, license_id=license_id
+        )
         previous = champion_version(name)
         if passed:
             move_champion(name, version, f"gate of run {run.run_id}: {gate.gate.chosen} passed")
@@ -63,6 +67,15 @@ def promote(
         previous_champion=previous,
         stage=info,
     )
+
+
+def _champion_tags(name: str, start: ResolvedPolicy) -> dict[str, str] | None:
+    """The tags of the champion version the run started from (None: it started elsewhere)."""
+    if start.champion_version is None:
+        return None
+    from mlflow import MlflowClient
+
+    return dict(MlflowClient().get_model_version(name, start.champion_version).tags)
 
 
 def _gate_tags(run: RunContext, cfg: LifecycleConfig, gate: GateReport) -> dict[str, str]:

@@ -14,6 +14,7 @@ import datetime
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.lifecycle.model_card import LICENSE_TAG, UNKNOWN_LICENSE, model_card
 
 PIP_REQUIREMENTS = ["torch==2.13.0", "transformers>=5.2,<6", "tokenizers"]
 HISTORY_PREFIX = "alias_history."
@@ -25,14 +26,20 @@ def registered_name(env_name: str) -> str:
 
 
 def register_candidate(
-    model_dir: Path, name: str, tags: dict[str, str], description: str | None = None
+    model_dir: Path,
+    name: str,
+    tags: dict[str, str],
+    description: str | None = None,
+    license_id: str = UNKNOWN_LICENSE,
 ) -> str:
-    """Log ``model_dir`` under the active MLflow run and register it as ``challenger``;
-    returns the version."""
+    """Log ``model_dir`` under the active MLflow run and register it as ``challenger``, with a
+    model card built here (``gymflow.lifecycle.model_card``: its description and
+    ``license_id``, also the version's ``gymflow.license`` tag); returns the version."""
     import mlflow
     from mlflow import MlflowClient
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    model_dir = Path(model_dir).resolve()  # a local name, never one the Hub could answer to
     components = {
         "model": AutoModelForCausalLM.from_pretrained(model_dir),
         "tokenizer": AutoTokenizer.from_pretrained(model_dir),
@@ -43,10 +50,11 @@ def register_candidate(
         task="text-generation",
         registered_model_name=name,
         pip_requirements=PIP_REQUIREMENTS,
+        model_card=model_card(license_id, description),
     )
     version = str(info.registered_model_version)
     client = MlflowClient()
-    for key, value in tags.items():
+    for key, value in (tags | {LICENSE_TAG: license_id}).items():
         client.set_model_version_tag(name, version, key, str(value)[:5000])
     if description:
         client.update_model_version(name, version, description=description)
