@@ -14,20 +14,12 @@ import logging
 from dataclasses import dataclass
 
 import transformers
+from log_records import LogRecords  # tests/ is on the path
 
 from gymflow.data.task_set import build_tasks
 from gymflow.env.registry import get_env
 from gymflow.policy.cache_names import returned_cache
 from gymflow.policy.transformers_backend import TransformersPolicy
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 def test_generation_uses_the_installed_cache_name(micro_tool_call_model):
@@ -36,7 +28,7 @@ def test_generation_uses_the_installed_cache_name(micro_tool_call_model):
     prompts = [policy.encode_prompt(t.prompt, t.tools) for t in tasks]
     prompts = [p for p in prompts for _ in range(2)]  # shared rows: the prefill is picked from
     root = logging.getLogger("transformers")
-    records, level = _Records(), transformers.logging.get_verbosity()
+    records, level = LogRecords(), transformers.logging.get_verbosity()
     logging.Logger.warning_once.cache_clear()  # a notice seen earlier in this process counts
     transformers.logging.set_verbosity_warning()
     root.addHandler(records)

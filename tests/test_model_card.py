@@ -12,18 +12,10 @@ import doctest
 import logging
 
 import yaml
+from log_records import LogRecords  # tests/ is on the path
 
 from gymflow.lifecycle import model_card
 from gymflow.lifecycle.model_card import LICENSE_TAG, folder_license
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 def test_the_start_license_follows_its_source():
@@ -43,7 +35,7 @@ def test_a_registered_version_has_the_card_and_no_hub_lookup(gym_home, micro_too
 
     from gymflow.lifecycle.model_registry import register_candidate
 
-    records = _Records()
+    records = LogRecords()
     flavor = logging.getLogger("mlflow.transformers")
     flavor.addHandler(records)
     try:
