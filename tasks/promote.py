@@ -20,7 +20,12 @@ from gymflow.eval.drift import verifier_identity
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.lineage import version_description, version_tags
 from gymflow.lifecycle.model_card import start_license
-from gymflow.lifecycle.model_registry import champion_version, move_champion, register_candidate
+from gymflow.lifecycle.model_registry import (
+    champion_version,
+    get_version,
+    move_champion,
+    register_candidate,
+)
 from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import GateReport, Registration, ResolvedPolicy, TaskData
 from gymflow.tasks.drift import RUN_DIR_TAG, VERIFIERS_TAG
@@ -73,9 +78,7 @@ def _champion_tags(name: str, start: ResolvedPolicy) -> dict[str, str] | None:
     """The tags of the champion version the run started from (None: it started elsewhere)."""
     if start.champion_version is None:
         return None
-    from mlflow import MlflowClient
-
-    return dict(MlflowClient().get_model_version(name, start.champion_version).tags)
+    return dict(get_version(name, start.champion_version).tags)
 
 
 def _gate_tags(run: RunContext, cfg: LifecycleConfig, gate: GateReport) -> dict[str, str]:
