@@ -20,7 +20,7 @@ from gymflow.core.jsonl import read_jsonl
 from gymflow.rollout.store import read_rollouts
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path("/work/shared/data")
+NEMO_GYM = REPO / "tests/data/nemo_gym"  # NeMo Gym's own rows (PROVENANCE.md there)
 BFCL = REPO / "environments/tool_call/tests/data/bfcl"
 runner = CliRunner()
 
@@ -73,9 +73,8 @@ def test_a_model_is_scored_on_bfcl_rows_against_their_gold(
     assert summary["comparison"]["overall"]["success"]["delta"] == 1.0
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="needs the project's external-data folder")
 def test_nemo_gym_workplace_assistant_rows_evaluate_as_shipped(gym_home, tmp_path):
-    path = SHARED / "workplace_assistant_tasks.example.jsonl"
+    path = NEMO_GYM / "workplace_assistant_tasks.example.jsonl"
     summary = evaluate("workplace", path, "nemo_gym", tmp_path / "wa")
     gold = summary["policies"][0]["overall"]
     assert gold["n"] == len(list(read_jsonl(path))) == 5

@@ -285,3 +285,33 @@ def test_every_logged_metric_is_in_the_metrics_reference(finished_run):
     assert {"stage_wall_s", "gate_passed", "rollouts/zero_variance_share"} <= logged
     missing = sorted(m for m in logged if not any(p.match(m) for p in patterns))
     assert not missing, f"metrics logged but not in the docs' metrics reference: {missing}"
+
+
+@pytest.mark.parametrize("where", ["rollouts", "heldout-eval"])
+def test_a_smoke_runs_rollouts_exported_rescore_as_recorded(finished_run, tmp_path, where):
+    """The model's own episodes (GRPO's and the gate's), exported in NeMo Gym's format, score
+    exactly as at training time through ``gymflow verify`` and a served ``/verify``."""
+    from rescore import assert_rescored_as_recorded  # tests/ is on the path
+    from typer.testing import CliRunner
+
+    from gymflow.cli.main import app
+
+    ctx, cfg, _, _ = finished_run
+    run_dir = Path(ctx.run_dir)
+    src = run_dir / "rollouts"
+    if where == "heldout-eval":
+        src = next(
+            p for p in (run_dir / "eval").iterdir() if p.is_dir() and p.name.startswith("heldout")
+        )
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks = [
+        t for s in ("train", "heldout") for t in read_tasks(run_dir / f"data/tasks-{s}.parquet")
+    ]
+    tasks_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks), encoding="utf-8")
+    out = tmp_path / "nemo.jsonl"
+    args = ["rollouts", "export", "--in", str(src), "--format", "nemo_gym", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert any(r["failure_kind"] for r in rows)  # a model's own mistakes, not only gold answers
+    assert_rescored_as_recorded(cfg.env, tasks_file, rows, tmp_path)

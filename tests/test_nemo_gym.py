@@ -1,13 +1,15 @@
 """NeMo Gym interop: import its counter tasks, play them, write its rollout format, re-score.
 
 The reference for the rollout format is NeMo Gym's own ``example_rollouts.jsonl`` (workplace
-assistant, copied to /work/shared/data); our rows must have its keys, item types and nesting.
+assistant, vendored in ``tests/data/nemo_gym/`` with its provenance); our rows must have its
+keys, item types and nesting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -27,11 +29,10 @@ from gymflow.rollout.driver import run_episodes
 from gymflow.rollout.episode import Sampling
 from gymflow.rollout.nemo_gym_rows import rollout_row, write_rollouts_jsonl
 
-SHARED = Path("/work/shared/data")
-NEMO_TASKS = (
-    Path(__file__).resolve().parents[1] / "environments/counter/examples/nemo_gym_tasks.jsonl"
-)
-NEMO_ROLLOUTS = SHARED / "workplace_assistant_rollouts.example.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+NEMO_GYM = REPO / "tests/data/nemo_gym"
+NEMO_TASKS = REPO / "environments/counter/examples/nemo_gym_tasks.jsonl"
+NEMO_ROLLOUTS = NEMO_GYM / "workplace_assistant_rollouts.example.jsonl"
 ENV = CounterEnvironment()
 runner = CliRunner()
 
@@ -95,9 +96,8 @@ def _under_null(where: str, found: dict[str, set[str]]) -> bool:
 
 
 def test_the_project_copy_of_the_counter_tasks_is_nemo_gyms_file():
-    if not SHARED.exists():
-        pytest.skip("no /work/shared/data here")
-    assert NEMO_TASKS.read_bytes() == (SHARED / "stateful_counter_tasks.example.jsonl").read_bytes()
+    digest = hashlib.sha256(NEMO_TASKS.read_bytes()).hexdigest()
+    assert digest in (NEMO_GYM / "PROVENANCE.md").read_text(encoding="utf-8")
 
 
 def test_counter_tasks_import_unchanged_with_stable_ids(tasks):
@@ -114,8 +114,6 @@ def test_counter_tasks_import_unchanged_with_stable_ids(tasks):
 
 
 def test_rollout_rows_have_nemo_gyms_structure(gold_rollouts):
-    if not NEMO_ROLLOUTS.exists():
-        pytest.skip("no /work/shared/data here")
     theirs, ours = rows_shape(NEMO_ROLLOUTS), rows_shape(gold_rollouts)
     # Every path NeMo Gym writes is there, as the same kind of value (null where we do not know
     # it: sampling settings, billing), except the free-form JSON schemas of tool parameters.
@@ -199,8 +197,6 @@ def test_wrong_episodes_rescore_as_they_scored(tmp_path, tasks):
 
 
 def test_nemo_gyms_own_rollouts_read_back(tmp_path):
-    if not NEMO_ROLLOUTS.exists():
-        pytest.skip("no /work/shared/data here")
     rows = read_rollout_rows(NEMO_ROLLOUTS)
     assert [r.reward for r in rows] == [0.0, 1.0, 1.0, 1.0, 1.0]
     for row in rows:
@@ -213,15 +209,15 @@ def test_nemo_gyms_own_rollouts_read_back(tmp_path):
 
 
 BAD_ROLLOUTS = {
-    "output_not_a_list": ({"output": {}}, "'response.output' must be a list"),
+    "output_not_a_list": ({"output": {}}, "response.output: must be a list of Responses items"),
     "no_output": ({}, "missing field 'output'"),
     "call_without_arguments": (
         {"output": [{"type": "function_call", "name": "f", "call_id": "c"}]},
-        "output[0] is a function_call whose 'arguments' is not a string",
+        "response.output.0.function_call: 'arguments' must be a string",
     ),
     "message_without_text": (
         {"output": [{"type": "message", "role": "assistant", "content": [{"type": "x"}]}]},
-        "output[0].content has a part without text",
+        "response.output.0.message: 'content' part 0 ('x') has no text",
     ),
 }
 

@@ -148,7 +148,7 @@ BAD_ROWS = {
     ),
     "arguments_not_a_string": (
         '{"task_id": "TASK", "output": [{"type": "function_call", "name": "f", "arguments": {}}]}',
-        "line 2: items.0.function_call: Input should be a valid string",  # /verify's check
+        "line 2: output.0.function_call: 'arguments' must be a string",  # /verify's reading
     ),
 }
 
@@ -345,7 +345,7 @@ def test_one_malformed_line_per_environment_and_every_line_is_scored(tmp_path, n
         "invalid_trajectory",
         env.invalid_trajectory_score("").reward,
     )
-    assert "line 2: items.1.function_call_output" in bad["detail"]
+    assert "line 2: output.1.function_call_output: 'call_id' must be a string" in bad["detail"]
     for good in (scored[0], scored[2]):  # scored (judge: no judge is set here, said by kind)
         assert good["reward"] is not None or good["failure_kind"] == "judge_not_configured", good
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from gymflow.core.failures import FailureKind
 from gymflow.core.jsonl import InputFileError, read_jsonl
 from gymflow.core.task_record import Task, content_hash
-from gymflow.core.tool_calls import parse_assistant_text
 from gymflow.env.environment import Environment
+from gymflow.env.items import ItemError, normalize_items
 
 
 def nemo_prompt(row: dict) -> tuple[list[dict], list[dict]]:
@@ -116,18 +116,16 @@ def is_rollout_row(row: dict) -> bool:
 def parse_rollout_row(row: dict, line: int = 0) -> RolloutRow:
     """Read one NeMo Gym rollout row; ``ValueError`` / ``KeyError`` / ``TypeError`` if malformed.
 
-    ``function_call`` and ``function_call_output`` keep ``call_id``, ``name``, ``arguments``,
-    ``output``; a message's content parts are joined into text. An assistant message whose
-    text is broken gymflow tool-call markup gets ``parse_error`` back, as when it was produced
-    (NeMo Gym models put calls in ``function_call`` items, so their text never has the marker).
-    Other item types (``reasoning``) are kept as they are; no verifier here scores them.
+    The items are read by :func:`gymflow.env.items.normalize_items`, as ``/verify`` reads
+    them: a message's content parts are joined into text, an assistant message whose text is
+    broken gymflow tool-call markup gets ``parse_error`` back, as when it was produced (NeMo
+    Gym models put calls in ``function_call`` items, so their text never has the marker), and
+    item types no verifier scores (``reasoning``) are left out.
     """
     response = row["response"]
     if not isinstance(response, dict):
         raise TypeError("'response' must be a Responses object")
     output = response["output"]
-    if not isinstance(output, list):
-        raise TypeError("'response.output' must be a list of Responses items")
     task_id = row.get("task_id")
     if task_id is not None and not isinstance(task_id, str):
         raise TypeError("'task_id' must be a string")
@@ -135,7 +133,10 @@ def parse_rollout_row(row: dict, line: int = 0) -> RolloutRow:
     reward = row.get("reward")
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
         raise TypeError("'reward' must be a number")
-    items = [_gymflow_item(item, i) for i, item in enumerate(output)]
+    try:
+        items = normalize_items(output, "response.output")
+    except ItemError as exc:
+        raise ValueError(str(exc)) from None
     return RolloutRow(line, task_id, prompt, items, None if reward is None else float(reward))
 
 
@@ -213,51 +214,3 @@ def output_item(item: dict, index: int) -> dict:
             "type": "message",
         }
     raise ValueError(f"no NeMo Gym form for a gymflow item of type {kind!r}")
-
-
-def _gymflow_item(item: object, index: int) -> dict:
-    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-        raise TypeError(f"output[{index}] must be an object with a string 'type'")
-    kind = item["type"]
-    if kind == "function_call":
-        for key in ("name", "arguments", "call_id"):
-            if not isinstance(item.get(key), str):
-                raise TypeError(f"output[{index}] is a function_call whose {key!r} is not a string")
-        return {
-            "type": kind,
-            "call_id": item["call_id"],
-            "name": item["name"],
-            "arguments": item["arguments"],
-        }
-    if kind == "function_call_output":
-        if not isinstance(item.get("call_id"), str):
-            raise TypeError(f"output[{index}] is a function_call_output without a call_id")
-        output = _text(item.get("output"), f"output[{index}].output")
-        return {"type": kind, "call_id": item["call_id"], "output": output}
-    if kind == "message":
-        role = item.get("role")
-        if not isinstance(role, str):
-            raise TypeError(f"output[{index}] is a message without a string 'role'")
-        text = _text(item.get("content"), f"output[{index}].content")
-        out = {"type": kind, "role": role, "content": text.strip()}
-        if role == "assistant":
-            parsed = parse_assistant_text(text)
-            if parsed.error:
-                out.update(content=text, parse_error=f"{parsed.error}: {parsed.error_detail}")
-        return out
-    return dict(item)
-
-
-def _text(value: object, where: str) -> str:
-    """A string, or Responses content parts joined (``output_text`` / ``refusal``)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        texts = []
-        for part in value:
-            text = part.get("text", part.get("refusal")) if isinstance(part, dict) else None
-            if not isinstance(text, str):
-                raise TypeError(f"{where} has a part without text")
-            texts.append(text)
-        return "".join(texts)
-    raise TypeError(f"{where} must be text or a list of text parts")

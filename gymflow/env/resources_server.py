@@ -62,7 +62,7 @@ from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment
-from gymflow.env.items import check_items
+from gymflow.env.items import ItemError, normalize_items
 from gymflow.env.ray_verify import RayVerifyPool
 from gymflow.env.sessions import RequestError, Session, SessionStore
 from gymflow.env.task_store import TaskStore
@@ -88,7 +88,7 @@ class ToolRequest(BaseModel):
 class VerifyRequest(BaseModel):
     session_id: str
     items: list[Any]
-    """Checked by :func:`~gymflow.env.items.check_items`: a bad item is scored, not refused."""
+    """Read by :func:`~gymflow.env.items.normalize_items`: a bad item is scored, not refused."""
     close: bool = False
 
 
@@ -316,12 +316,13 @@ def build_app(
     async def verify(request: Request) -> Response:
         req, _ = await body(request, VerifyRequest)
         session = session_of(req.session_id)
-        problem = check_items(req.items)
-        if problem is not None:
-            score = env.invalid_trajectory_score(problem).to_dict()
+        try:
+            items = normalize_items(req.items)
+        except ItemError as exc:
+            score = env.invalid_trajectory_score(str(exc)).to_dict()
         else:
             try:
-                score = await verifier.verify(session.task, req.items)
+                score = await verifier.verify(session.task, items)
             except RequestError:
                 raise
             except GymflowError as exc:  # a verifier that reports its own kind (a judge down)

@@ -5,8 +5,8 @@ by :mod:`gymflow.data.task_files`). **Every line of the responses file gets a sc
 order, so one bad line never costs the others their scores:
 
 * a line that is not a usable response — not JSON, no known ``task_id``, neither or both of
-  ``response`` and ``output``, items not of the Responses shape (a list as ``call_id``, the
-  same check the resources server's ``/verify`` makes, :func:`gymflow.env.items.check_items`)
+  ``response`` and ``output``, items not of the Responses shape (a list as ``call_id``; read by
+  :func:`gymflow.env.items.normalize_items`, as the resources server's ``/verify`` reads them)
   — is the model's (or its harness's) failure: scored ``invalid_trajectory`` at the
   environment's floor, with a ``detail`` naming the line and the problem;
 * a verifier that raises on a well-formed line is a bug in the environment: that line is
@@ -33,10 +33,7 @@ from gymflow.core.task_record import Task
 from gymflow.core.trajectory import assistant_items, prompt_items
 from gymflow.data.task_files import load_tasks
 from gymflow.env.environment import Environment
-from gymflow.env.items import check_items
-
-SCORED_TYPES = frozenset({"message", "function_call", "function_call_output"})
-"""Item types verifiers read (checked); others (NeMo Gym's ``reasoning``) pass unread."""
+from gymflow.env.items import ItemError, normalize_items
 
 
 class VerifierCrash(RuntimeError):
@@ -129,16 +126,13 @@ def _response(
                 "'response' must be a string (the model's final text) "
                 "or a NeMo Gym Responses object"
             )
-        items = assistant_items(row["response"], 0) if has_response else row["output"]
-    if not isinstance(items, list):
-        raise _Malformed("'output' must be a list of Responses items")
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            raise _Malformed(f"output[{i}] must be an object with a string 'type'")
-    problem = check_items([item for item in items if item["type"] in SCORED_TYPES])
-    if problem is not None:
-        raise _Malformed(problem)
-    return task_id, [dict(item) for item in items]
+        if has_response:
+            return task_id, assistant_items(row["response"], 0)
+        try:
+            items = normalize_items(row["output"], "output")
+        except ItemError as exc:
+            raise _Malformed(str(exc)) from None
+    return task_id, items
 
 
 def score_responses(

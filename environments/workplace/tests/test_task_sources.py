@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -23,19 +24,16 @@ from gymflow.environments.workplace.workbench import (
     workbench_tasks,
 )
 
-SHARED = Path("/work/shared/data")
-NEMO_TASKS = SHARED / "workplace_assistant_tasks.example.jsonl"
-NEMO_ROLLOUTS = SHARED / "workplace_assistant_rollouts.example.jsonl"
+NEMO_GYM = Path(__file__).resolve().parents[3] / "tests/data/nemo_gym"  # NeMo Gym's own rows
+NEMO_TASKS = NEMO_GYM / "workplace_assistant_tasks.example.jsonl"
+NEMO_ROLLOUTS = NEMO_GYM / "workplace_assistant_rollouts.example.jsonl"
 ENV = WorkplaceEnvironment()
-needs_shared = pytest.mark.skipif(
-    not SHARED.is_dir(), reason=f"{SHARED} (the upstream copies) is absent"
-)
 
 
-@needs_shared
-def test_bundled_data_is_the_external_data_unchanged():
-    assert SANDBOX_FILE.read_bytes() == (SHARED / "workbench_sandbox.json").read_bytes()
-    assert TASKS_FILE.read_bytes() == (SHARED / "workbench_tasks.jsonl").read_bytes()
+def test_bundled_data_is_the_data_its_provenance_names():
+    provenance = (SANDBOX_FILE.parent / "PROVENANCE.md").read_text(encoding="utf-8")
+    for path in (SANDBOX_FILE, TASKS_FILE):
+        assert hashlib.sha256(path.read_bytes()).hexdigest() in provenance, path.name
 
 
 def test_real_tasks_keep_their_ids_and_split_by_content_hash():
@@ -71,7 +69,6 @@ def test_generate_interleaves_real_and_synthetic_deterministically():
     assert any(not t.ground_truth["calls"] for t in tasks if t.generator == "workplace/1")
 
 
-@needs_shared
 def test_nemo_gym_importer_reads_the_five_examples():
     rows = [json.loads(line) for line in NEMO_TASKS.read_text().splitlines()]
     tasks = [import_nemo_gym(row) for row in rows]
@@ -96,7 +93,6 @@ def test_nemo_gym_importer_reads_the_five_examples():
         import_nemo_gym(bad)
 
 
-@needs_shared
 def test_gymflow_verify_scores_nemo_gym_rows_unchanged(tmp_path):
     rows = [json.loads(line) for line in NEMO_TASKS.read_text().splitlines()]
     responses = []
@@ -123,7 +119,6 @@ def test_gymflow_verify_scores_nemo_gym_rows_unchanged(tmp_path):
     assert [s["failure_kind"] for s in scores[5:]] == ["bad_arguments", "no_tool_call"]
 
 
-@needs_shared
 def test_agrees_with_nemo_gym_on_its_rollout_of_a_workbench_task():
     """NeMo Gym's example rollout "Delete my last email from kofi" (its reward 1.0) is WorkBench
     task workbench_email_7; re-scored here from its own items, it gets the same reward."""
