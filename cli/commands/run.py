@@ -9,6 +9,7 @@ on a terminal, a line at least every 10 s in a log, nothing with ``--quiet``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -23,6 +24,8 @@ from gymflow.cli.common import (
     set_option,
     show_progress,
 )
+from gymflow.cli.interrupted import end_interrupted, stop_quietly_on_interrupt
+from gymflow.cli.supervise import can_supervise, run_supervised
 
 run_app = command_app()
 
@@ -80,6 +83,10 @@ def start_run(
         cfg = run_config(saved, overrides, smoke, seed, parse_sets(sets))
     except GymflowError as exc:
         fail_with(exc)
+    if can_supervise():  # the run works in a child of its own session: Ctrl-C stops it fast
+        given = run_id in sys.argv[1:]
+        raise typer.Exit(run_supervised(sys.argv[1:] + ([] if given else ["--run", run_id]), run_id))
+    stop_quietly_on_interrupt()
     if saved.exists():
         changed = " with the changes asked for" if overrides or sets or seed is not None else ""
         ignored = " (--smoke applies to new runs only)" if smoke else ""
@@ -95,6 +102,8 @@ def start_run(
     resume = f"gymflow rerun {run_id}" + (f" --out {out}" if out is not None else "")
     try:
         summary = lifecycle(ctx, cfg)
+    except KeyboardInterrupt:  # the supervising command says so and how to resume
+        end_interrupted()
     except GymflowError as exc:
         typer.echo(error_line(exc.kind, f"run {run_id} stopped: {exc.detail}"), err=True)
         typer.echo(

@@ -191,6 +191,12 @@ def close_all() -> None:
         _stop_bar()
 
 
+def silence() -> None:
+    """Print nothing more, in this process and those it starts (an interrupted command)."""
+    os.environ[MODE_VAR] = "quiet"
+    close_all()
+
+
 def innermost() -> Tracker | None:
     stack = _stack()
     return stack[-1] if stack else None

@@ -80,11 +80,11 @@ def watch(parent: int, interval_s: float, grace_s: float) -> None:
         recorded.pop(me, None)
         recorded = {pid: start for pid, start in recorded.items() if _alive(pid, start)}
         time.sleep(interval_s)
-    _signal_all(recorded, signal.SIGTERM)
+    signal_all(recorded, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(_alive(p, s) for p, s in recorded.items()):
         time.sleep(0.1)
-    _signal_all(recorded, signal.SIGKILL)
+    signal_all(recorded, signal.SIGKILL)
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
@@ -104,7 +104,8 @@ def _alive(pid: int, start: int) -> bool:
     return stat is not None and stat[1] == start
 
 
-def _signal_all(recorded: dict[int, int], sig: signal.Signals) -> None:
+def signal_all(recorded: dict[int, int], sig: signal.Signals) -> None:
+    """Send ``sig`` to each recorded ``{pid: start time}`` that is still that process."""
     for pid, start in recorded.items():
         if _alive(pid, start):
             with contextlib.suppress(OSError):  # it exited between the check and the signal
