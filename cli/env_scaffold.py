@@ -1,12 +1,16 @@
-"""``gymflow env new NAME``: write an installable environment package, then install it.
+"""``gymflow env new NAME``: write an environment project that gymflow finds where it lies.
 
-The package (:mod:`gymflow.cli.env_template`) is a working environment: it passes ``gymflow
-env check NAME``, its own tests and ``gymflow run --smoke --set env=NAME`` as written. After the
-files, its ``examples/`` are written by playing five tasks through the in-process server (the
-module is imported from the new folder), and the package is installed in editable mode into
-the Python that runs gymflow (``pip install --no-deps --no-build-isolation -e``: offline, no
-index needed), so its ``gymflow.environments`` entry point makes gymflow find it — nothing in
-gymflow's own folders changes. Edits to the folder take effect without reinstalling.
+The project (:mod:`gymflow.cli.env_template`, a tool-using task; or, with ``--kind text``,
+:mod:`gymflow.cli.env_template_text`, a plain-text one) is a working environment: it passes
+``gymflow env check NAME``, its own tests and ``gymflow run --smoke --set env=NAME`` as written.
+After the files, its ``examples/`` are written by playing five tasks through the in-process
+server (the module is imported from the new folder).
+
+Nothing is installed: gymflow finds an environment project by its ``pyproject.toml`` entry
+point in the home's sub-folders and in ``GYMFLOW_ENV_PATH`` (:mod:`gymflow.env.registry`), so
+gymflow's own Python stays as it was and edits take effect at once. ``install=True`` also
+installs it in editable mode into the Python that runs gymflow (``pip install --no-deps
+--no-build-isolation -e``: offline), for a project that lives elsewhere for good.
 """
 
 from __future__ import annotations
@@ -27,12 +31,18 @@ from gymflow.core.failures import FailureKind, GymflowError
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,39}")
 
 
+KINDS = ("tools", "text")
+"""What ``--kind`` may be: a tool-using task (the default) or a plain-text one."""
+
+
 @dataclass(frozen=True)
 class Scaffold:
     name: str
     folder: Path
     files: list[Path]
     installed: bool
+    found_by: str
+    """How gymflow finds it: ``the home`` or ``GYMFLOW_ENV_PATH`` (what to set), or the install."""
 
 
 def check_name(name: str) -> None:
@@ -67,10 +77,17 @@ def render(text: str, name: str) -> str:
     )
 
 
-def new_environment(name: str, folder: Path, install: bool = True) -> Scaffold:
-    """Write the package for ``name`` into ``folder`` (new or empty), its examples, and
-    install it unless ``install`` is False; what was written."""
-    from gymflow.cli.env_template import FILES
+def new_environment(
+    name: str, folder: Path, install: bool = False, kind: str = "tools"
+) -> Scaffold:
+    """Write the project for ``name`` into ``folder`` (new or empty) and its examples, and
+    install it when ``install``; what was written and how gymflow finds it."""
+    if kind not in KINDS:
+        raise GymflowError(FailureKind.BAD_REQUEST, f"--kind {kind!r}: one of {', '.join(KINDS)}")
+    if kind == "text":
+        from gymflow.cli.env_template_text import FILES
+    else:
+        from gymflow.cli.env_template import FILES
 
     check_name(name)
     if folder.exists() and any(folder.iterdir()):
@@ -86,7 +103,29 @@ def new_environment(name: str, folder: Path, install: bool = True) -> Scaffold:
     written += _write_examples(name, folder)
     if install:
         _install(folder)
-    return Scaffold(name, folder, written, install)
+    from gymflow.env import registry
+
+    registry.clear_cache()
+    return Scaffold(name, folder, written, install, _found_by(name, folder, install))
+
+
+def _found_by(name: str, folder: Path, installed: bool) -> str:
+    """How gymflow will find the new project, in words (what to set when it will not)."""
+    from gymflow.core.paths import project_home
+    from gymflow.env.registry import ENV_PATH_VARIABLE, env_sources
+
+    source = env_sources().get(name)
+    if installed:
+        return "installed (editable) into this Python"
+    if source is not None and source.kind == "project":
+        home = project_home()
+        where = "the home" if folder.resolve().parent == home else ENV_PATH_VARIABLE
+        return f"found in {where} ({folder.resolve()})"
+    parent = folder.resolve().parent
+    return (
+        f"not found from here: `export {ENV_PATH_VARIABLE}={parent}` (or run gymflow from "
+        f"{parent}, or `pip install -e {folder}`)"
+    )
 
 
 def _write_examples(name: str, folder: Path) -> list[Path]:

@@ -23,12 +23,12 @@ import threading
 import time
 from pathlib import Path
 
-from gymflow.cli.supervise import EXIT_INTERRUPTED
+from gymflow.cli.supervise import EXIT_INTERRUPTED, SUPERVISED
 
 
 def stop_quietly_on_interrupt() -> None:
     """In the child: SIGINT silences logging and progress, then interrupts the main thread."""
-    if os.environ.get("GYMFLOW_SUPERVISED"):
+    if os.environ.get(SUPERVISED):
         signal.signal(signal.SIGINT, _quiet_interrupt)
 
 

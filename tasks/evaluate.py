@@ -20,6 +20,7 @@ from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import BaselineEval, Checkpoint, Evaluation, Split, TaskData
 from gymflow.rollout.store import Lineage
 from gymflow.tasks.options import STAGE_OPTIONS
+from gymflow.train.sft_decision import decide_sft
 
 
 def evaluate_split(
@@ -96,10 +97,10 @@ def baseline_eval(
     environment)."""
     with stage(run, "baseline_eval") as info:
         result = evaluate_split(run, cfg, data, policy.path, "val", "current", cfg.val_eval_n * 2)
-        # a mix needs SFT when any of its environments is under the threshold
-        needs_sft = any(s["valid_json"] < cfg.format_threshold for s in result.per_env.values())
+        rates = {name: s["well_formed"] for name, s in result.per_env.items()}
+        decision = decide_sft(cfg.sft.run, rates, cfg.format_threshold)
         import mlflow
 
-        mlflow.log_param("needs_sft", needs_sft)
+        mlflow.log_params({"needs_sft": decision.run, "sft_decision": decision.reason[:500]})
         mlflow.log_text(json.dumps(result.summary, indent=2), "baseline_summary.json")
-    return BaselineEval(evaluation=result, needs_sft=needs_sft, stage=info)
+    return BaselineEval(evaluation=result, sft=decision, stage=info)

@@ -58,7 +58,7 @@ def promote(
         previous = champion_version(name)
         if passed:
             move_champion(name, version, f"gate of run {run.run_id}: {gate.gate.chosen} passed")
-        heldout = ("heldout.success", "heldout.valid_json", "heldout.unsafe_rate")
+        heldout = ("heldout.success", "heldout.well_formed", "heldout.unsafe_rate")
         mlflow.log_metrics(  # the source run of the version carries the evidence too
             {"gate_passed": float(passed), "registered_version": float(version)}
             | {key: float(tags[key]) for key in heldout}

@@ -40,10 +40,10 @@ def changed(folder: Path) -> Iterator[None]:
     here = str(Path(__file__).parent)
     added = [p for p in (str(folder), here) if p not in sys.path]
     sys.path[:0] = added
-    registry._sources.cache_clear()
+    registry.clear_cache()
     try:
         yield
     finally:
         for path in added:
             sys.path.remove(path)
-        registry._sources.cache_clear()
+        registry.clear_cache()

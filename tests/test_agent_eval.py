@@ -53,7 +53,7 @@ def test_eval_through_agent_servers_equals_the_in_process_eval(
     ]
     assert len(gaps) > 48 and max(gaps) < 1e-4
     mine, theirs = local.policies[0], remote.policies[0]
-    for key in ("success", "reward", "valid_json", "failures"):
+    for key in ("success", "reward", "well_formed", "failures"):
         assert mine.overall[key] == theirs.overall[key]
     assert [_bare(r) for r in mine.rows] == [_bare(r) for r in theirs.rows]
 

@@ -217,7 +217,7 @@ def test_a_significant_bfcl_loss_refuses_a_candidate_and_names_the_set(
     success = [float(r["success"]) for r in after], [float(r["success"]) for r in start]
     bfcl_delta = paired(*success, settings.alpha, mark=-settings.general_margin)
     assert bfcl_delta.delta == -1.0 and bfcl_delta.below
-    summary = {"success": 0.9, "valid_json": 1.0, "unsafe_rate": 0.0, "p95_tokens": 10.0}
+    summary = {"success": 0.9, "well_formed": 1.0, "unsafe_rate": 0.0, "p95_tokens": 10.0}
     gain = paired([1.0] * 40, [0.0] * 40, settings.alpha)
     candidate = Candidate(
         name="grpo", summary=summary, delta=gain, general={"bfcl:live_simple": bfcl_delta}

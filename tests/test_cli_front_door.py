@@ -141,11 +141,11 @@ def test_config_show_takes_sets_and_files_and_reads_back(tmp_path, monkeypatch):
     assert cfg.gate.general_sets == ["bfcl:simple_python"]
     assert cfg.n_tasks == LifecycleConfig.smoke().n_tasks
     changed = json.loads(runner.invoke(app, [*args, "--changed"]).stdout)
-    assert changed == {
-        "demos": 60,
-        "grpo": {"max_steps": 7, "learning_rate": 1e-4},
-        "gate": {"general_sets": ["bfcl:simple_python"]},
-    }
+    default, smoke = LifecycleConfig(), LifecycleConfig.smoke()
+    assert changed["demos"] == 60 and changed["n_tasks"] == smoke.n_tasks != default.n_tasks
+    assert changed["grpo"]["max_steps"] == 7 and changed["grpo"]["learning_rate"] == 1e-4
+    assert changed["gate"]["general_sets"] == ["bfcl:simple_python"]
+    assert "seed" not in changed  # what neither the smoke budget nor the user changed
 
 
 @pytest.mark.parametrize(
@@ -217,3 +217,12 @@ def test_the_old_run_id_spelling_still_works_and_one_spelling_is_shown():
     assert "--run " in collect and "--run-id" not in collect
     serve = runner.invoke(app, ["policy", "serve", "--help"]).stdout
     assert "--policy" in serve and "--model" not in serve
+
+
+def test_a_renamed_config_key_names_its_new_name():
+    result = runner.invoke(app, ["config", "show", "--set", "gate.max_valid_json_drop=0.1"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: [bad_config] --set gate.max_valid_json_drop: renamed gate.max_well_formed_drop; "
+        "write that key instead"
+    )

@@ -1,11 +1,13 @@
-"""``gymflow env new demo_env && gymflow env check demo_env && gymflow run --smoke --set
-env=demo_env``, typed as a user would in an empty folder, passes as generated.
+"""``gymflow env new demo_env --kind text && gymflow env check demo_env && gymflow run --smoke
+--set env=demo_env``, typed as a user would in an empty folder, passes as generated — a
+plain-text environment, which gets SFT because its own format check says the untrained model
+does not answer in its format (the reason is in ``summary.json``).
 
 The commands run in a Python environment of their own (a venv that sees gymflow's installed
-packages through a ``.pth`` line, with its own ``gymflow`` script), so the scaffold's editable
-install lands there and never in the project's venv that other tests use. The run's output is
-the transcript a CI log gets (stdout is a pipe): progress lines at least every 15 s through SFT
-and GRPO; then ``gymflow rerun RUN --quiet`` prints the table and nothing else.
+packages through a ``.pth`` line, with its own ``gymflow`` script), so the test also shows that
+nothing is installed anywhere: gymflow finds the project in its home folder. The run's output
+is the transcript a CI log gets (stdout is a pipe): progress lines at least every 15 s through
+SFT and GRPO; then ``gymflow rerun RUN --quiet`` prints the table and nothing else.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 COMMANDS = (
-    "gymflow env new demo_env && gymflow env check demo_env && "
+    "gymflow env new demo_env --kind text && gymflow env check demo_env && gymflow env list && "
     "gymflow run --smoke --set env=demo_env"
 )
 STAMP = re.compile(r"^\[\s*(?:(\d+):)?(\d+):(\d\d)\] (.*)$")
@@ -68,14 +70,26 @@ def test_a_new_environment_checks_and_runs_as_generated(tmp_path, user_venv):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
-    assert "demo_env: 10 files in" in out and f"installed (editable) into {user_venv}" in out
+    assert "demo_env: 10 files in" in out
+    assert f"demo_env: found in the home ({work / 'demo_env'})" in out
     assert re.search(r"demo_env: \d+ gold episodes, \d+ probes, 0 problems", out), out
-    assert list(user_venv.glob("lib/python*/site-packages/__editable__*demo_env*"))
-    assert not list(Path(sysconfig.get_paths()["purelib"]).glob("__editable__*demo_env*"))
+    assert f"project {work / 'demo_env'} (demo_env:DemoEnvEnvironment)" in out  # env list
+    for site in (user_venv / "lib", Path(sysconfig.get_paths()["purelib"])):
+        assert not list(site.rglob("*demo_env*")), "nothing is installed"
 
     (run_dir,) = (work / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env"] == "demo_env" and summary["registry"]["version"]
+    assert summary["sft_ran"] and summary["sft_decision"]["ran"]
+    assert re.fullmatch(
+        r"the baseline answered in the format of demo_env \d+ % of the time, under "
+        r"format_threshold 80 %",
+        summary["sft_decision"]["reason"],
+    ), summary["sft_decision"]
+    assert summary["format_check"] == {
+        "demo_env": "One word of lower-case letters, ended before the token budget (right or wrong)."
+    }
+    assert "SFT ran: the baseline answered in the format of demo_env" in out
 
     timeline = _timeline(out)
     texts = [text for _, text in timeline]

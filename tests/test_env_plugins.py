@@ -146,7 +146,9 @@ def test_an_installed_plugin_is_listed_with_its_entry_point(plugin_path):
     listed = gymflow("env", "list", plugin=plugin_path)
     assert listed.returncode == 0, listed.stderr
     rows = {line.split("\t")[0]: line.split("\t") for line in listed.stdout.splitlines()}
-    assert rows["echo_env"][1:] == ["v1", "1 tools", "max_turns=2", "echo_env_pkg:EchoEnvironment"]
+    assert rows["echo_env"][1:4] == ["v1", "1 tools", "max_turns=2"]
+    assert rows["echo_env"][4].endswith(" (echo_env_pkg:EchoEnvironment)")
+    assert rows["echo_env"][4].startswith("installed ")
     assert {"counter", "tool_call"} <= set(rows)  # the in-repo ones are still there
     assert "echo_env" not in gymflow("env", "list").stdout  # only where it is installed
 

@@ -23,7 +23,7 @@ def row(task: str, success: bool, reward: float | None = None, **extra) -> dict:
         "completion_tokens": 5, "model_tokens": 5, "usage_prompt_tokens": 0,
         "usage_completion_tokens": 0, "latency_s": 0.1, "scored": scored,
         "reward": (1.0 if success else 0.0) if reward is None and scored else reward,
-        "success": success, "valid_json": True, "unsafe": False,
+        "success": success, "well_formed": True, "unsafe": False,
         "failure_kind": None if success else "wrong_tool", "failure_detail": None,
         "components": {}, "answer": "",
     }  # fmt: skip
@@ -83,7 +83,7 @@ def test_rates_from_components_only_where_the_verifier_reports_them():
         row("a", True, components={"format": 1.0, "tool": 1.0, "args": 1.0}),
         row("b", False, 0.4, components={"format": 1.0, "tool": 1.0, "args": 0.5}),
         row("c", False, 0.2, components={"format": 1.0, "tool": 0.0, "args": 0.0}),
-        row("d", False, None, scored=False, failure_kind="timeout", valid_json=False),
+        row("d", False, None, scored=False, failure_kind="timeout", well_formed=False),
     ]
     m = measure(rows)
     assert m["right_tool"]["value"] == pytest.approx(2 / 3) and m["right_tool"]["n"] == 3
@@ -125,8 +125,8 @@ def test_failure_buckets_keep_two_examples_per_kind_most_frequent_first():
 
 def test_measure_keeps_the_keys_the_gate_reads():
     m = measure([row("a", True), row("b", False)])
-    for key in ("n", "success", "success_ci95", "reward", "reward_ci95", "valid_json",
-                "valid_json_ci95", "unsafe_rate", "failures", "mean_completion_tokens"):  # fmt: skip
+    for key in ("n", "success", "success_ci95", "reward", "reward_ci95", "well_formed",
+                "well_formed_ci95", "unsafe_rate", "failures", "mean_completion_tokens"):  # fmt: skip
         assert key in m
     assert m["failures"] == {"none": 1, "wrong_tool": 1}
 

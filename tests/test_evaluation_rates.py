@@ -38,19 +38,19 @@ def test_valid_format_rate_counts_well_formed_episodes(env_name):
     gold = ScriptedPolicy(say_gold)
     broken = ScriptedPolicy.replay(['<tool_call>{"name": "x", "arguments": </tool_call>'])
     rows, good = evaluate_policy(env, app, gold, tasks, max_new_tokens=1 << 20)
-    assert good["success"] == 1.0 and good["valid_json"] == 1.0, rows
+    assert good["success"] == 1.0 and good["well_formed"] == 1.0, rows
     rows, bad = evaluate_policy(env, app, broken, tasks, max_new_tokens=1 << 20)
-    assert bad["valid_json"] == 0.0 and {r["failure_kind"] for r in rows} == {"invalid_json"}
+    assert bad["well_formed"] == 0.0 and {r["failure_kind"] for r in rows} == {"invalid_json"}
     # a model that answers in prose and never calls a tool has not learned the format either
     silent = ScriptedPolicy.replay(["I have taken care of it."])
     rows, mute = evaluate_policy(env, app, silent, tasks, max_new_tokens=1 << 20)
     failed = [r for r in rows if not r["success"]]
     assert failed and {r["failure_kind"] for r in failed} == {"no_tool_call"}, rows
-    assert mute["valid_json"] == sum(r["success"] for r in rows) / len(rows), mute
+    assert mute["well_formed"] == sum(r["success"] for r in rows) / len(rows), mute
     # nor has one whose every answer the token budget cut before any call was written
     rows, cut = evaluate_policy(
         env, app, RamblingPolicy.replay([""]), tasks, max_new_tokens=1 << 20
     )
     failed = [r for r in rows if not r["success"]]
     assert failed and {r["failure_kind"] for r in failed} == {"truncated"}, rows
-    assert cut["valid_json"] == sum(r["success"] for r in rows) / len(rows), cut
+    assert cut["well_formed"] == sum(r["success"] for r in rows) / len(rows), cut

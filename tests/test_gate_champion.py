@@ -100,7 +100,7 @@ def test_a_candidate_that_breaks_the_latency_margin_is_refused(
     assert report.delta_success == 1.0
     assert (report.baseline["p95_tokens"], report.candidate["p95_tokens"]) == (1.0, TOKENS)
     assert not report.gate.passed
-    assert "latency: p95 tokens per episode 1 → 16 (+1500 %) against the start" in (
+    assert "latency: p95 tokens per episode 1 → 16 (+1500 %, +15 tokens) against the start" in (
         report.gate.reason
     )
 

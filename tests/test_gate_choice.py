@@ -1,5 +1,5 @@
 """The honest gate: of the GRPO policy and the SFT control, one that beats the start and the
-champion is promoted with no guardrail broken (valid JSON, unsafe actions, latency, general
+champion is promoted with no guardrail broken (well-formed answers, unsafe actions, latency, general
 capability), and a GRPO policy not shown above its control is never promoted over it.
 
 Summaries come from :func:`gymflow.eval.evaluation.summarize` over per-task rows and the paired
@@ -34,15 +34,15 @@ def _successes(rate: float, seed: int, n: int = N) -> list[int]:
 
 
 def _rows(
-    success: list[int], valid_json: float = 1.0, unsafe: int = 0, tokens: int = 12
+    success: list[int], well_formed: float = 1.0, unsafe: int = 0, tokens: int = 12
 ) -> list[dict]:
     """Episode rows; ``tokens`` per episode (one in ten takes twice as many), 0.05 s each."""
-    valid = round(valid_json * N)
+    valid = round(well_formed * N)
     return [
         {
             "task_id": f"t{i}",
             "success": s,
-            "valid_json": i < valid,
+            "well_formed": i < valid,
             "unsafe": i < unsafe,
             "reward": float(s),
             "failure_kind": None if s else "wrong_answer",
@@ -154,17 +154,20 @@ def test_a_sequential_gate_never_credits_grpo_where_the_full_gate_would_not():
 
 
 def test_a_better_control_that_breaks_a_guardrail_is_not_chosen():
-    """The control scores higher but its valid-JSON rate fell: GRPO, which passes, is chosen."""
+    """The control scores higher but its well-formed rate fell: GRPO, which passes, is chosen."""
     start = _successes(0.47, 1)
     grpo, control = _successes(0.70, 6), _successes(0.80, 7)
     base = _summary(_rows(start))
     cands = [
         Candidate(name="grpo", summary=_summary(_rows(grpo)), delta=paired_delta_cs(grpo, start)),
-        Candidate(name="sft_control", summary=_summary(_rows(control, valid_json=0.9)), delta=paired_delta_cs(control, start)),
+        Candidate(name="sft_control", summary=_summary(_rows(control, well_formed=0.9)), delta=paired_delta_cs(control, start)),
     ]  # fmt: skip
     result = choose(base, cands, GateSettings(), paired_delta_cs(grpo, control))
     assert result.passed and result.chosen == "grpo"
-    assert "sft_control: success 0.799, fails (valid-JSON rate fell by 0.100" in result.reason
+    assert (
+        "sft_control: success 0.799, fails (well-formed rate (the environment's format check) "
+        "fell by 0.100" in result.reason
+    )
 
 
 def test_nothing_promoted_when_no_candidate_beats_the_start():
@@ -289,19 +292,32 @@ def test_a_candidate_that_breaks_the_latency_margin_is_refused():
     slow = _candidate("grpo", _rows(grpo, tokens=18), start)
     result = choose(base, [slow], GateSettings())
     assert not result.passed
-    assert "latency: p95 tokens per episode 24 → 36 (+50 %) against the start (> +25 %)" in (
-        result.reason
+    assert (
+        "latency: p95 tokens per episode 24 → 36 (+50 %, +12 tokens) against the start "
+        "(> +25 % and > +8 tokens)" in result.reason
     )
     assert choose(base, [slow], GateSettings(max_latency_rise=0.6)).passed
     fine = _candidate("grpo", _rows(grpo, tokens=14), start)
     result = choose(base, [fine], GateSettings())
-    assert result.passed and "p95 tokens per episode 24 → 28 (+17 %)" in result.reason
+    assert result.passed and "p95 tokens per episode 24 → 28 (+17 %, +4 tokens)" in result.reason
 
     seconds = [dict(r, latency_s=0.2) for r in _rows(grpo, tokens=12)]  # 4x slower, same tokens
     slow_s = _candidate("grpo", seconds, start)
     assert choose(base, [slow_s], GateSettings()).passed, "tokens are the default measure"
     refused = choose(base, [slow_s], GateSettings(latency="seconds"))
-    assert not refused.passed and "p95 s per episode 0.05 → 0.2 (+300 %)" in refused.reason
+    assert not refused.passed and "p95 s per episode 0.05 → 0.2 (+300 %, +0.15 s)" in refused.reason
+
+
+def test_a_rise_under_the_absolute_floor_is_not_a_latency_regression():
+    """A one-token answer that becomes three is +200 % and +2 tokens: under the 8-token floor."""
+    start, grpo = _successes(0.47, 1), _successes(0.70, 2)
+    base = _summary(_rows(start, tokens=1))
+    assert base["p95_tokens"] == 2.0
+    wordier = _candidate("grpo", _rows(grpo, tokens=3), start)
+    result = choose(base, [wordier], GateSettings())
+    assert result.passed and "p95 tokens per episode 2 → 6 (+200 %, +4 tokens)" in result.reason
+    refused = choose(base, [wordier], GateSettings(latency_floor_tokens=2))
+    assert not refused.passed and "(> +25 % and > +2 tokens)" in refused.reason
 
 
 def _sha(path: Path) -> str:
@@ -398,7 +414,7 @@ def test_a_candidate_equal_to_its_start_is_refused_before_every_task_is_used():
 def _episodes(success: list[int], invalid: set[int]) -> list[dict]:
     return [
         {"task_id": f"t{i:03d}", "success": bool(s) and i not in invalid,
-         "valid_json": i not in invalid, "unsafe": False, "reward": float(s),
+         "well_formed": i not in invalid, "unsafe": False, "reward": float(s),
          "failure_kind": None if s else "wrong_answer", "completion_tokens": 12,
          "latency_s": 0.05}
         for i, s in enumerate(success)
@@ -416,7 +432,7 @@ def _sequential(start: list[dict], grpo: list[dict], sequential: bool = True):
 
 def test_one_invalid_answer_in_the_first_batch_does_not_stop_the_gate_with_a_refusal():
     """A 2026-11-28 default run, replayed: one invalid answer in the first 32 tasks is a 3.1 %
-    valid-JSON drop (> 0.02) while the whole set's is 0.3 %. The breach keeps the candidate
+    well-formed drop (> 0.02) while the whole set's is 0.3 %. The breach keeps the candidate
     open instead of refusing it on 32 tasks; the next batch clears it, and the sequential gate
     promotes what the full gate promotes. A breach that lasts is refused at the end."""
     n = 396
@@ -434,7 +450,7 @@ def test_one_invalid_answer_in_the_first_batch_does_not_stop_the_gate_with_a_ref
 
     lasting = _sequential(start, _episodes(better, set(range(0, n, 10))))  # 10 % invalid
     assert not lasting.result.passed and lasting.result.tasks_used == n
-    assert "valid-JSON rate fell by" in lasting.result.verdicts[0].reason
+    assert "format check) fell by" in lasting.result.verdicts[0].reason
 
 
 def test_a_passed_candidate_goes_on_beside_an_open_one_with_its_verdict_kept():

@@ -66,7 +66,7 @@ def test_sft_then_grpo_raise_heldout_reward(setting):
     tok = TransformersPolicy.from_path(base).tokenizer
     demos = demonstrations(env, tok, train[:400])
     r0, s0 = _rewards(env, app, base, heldout, greedy=True)
-    assert s0["valid_json"] == 0.0 and s0["success"] == 0.0  # random init: nothing to beat
+    assert s0["well_formed"] == 0.0 and s0["success"] == 0.0  # random init: nothing to beat
 
     sft = run_sft(
         base, out / "sft", demos,
@@ -74,7 +74,7 @@ def test_sft_then_grpo_raise_heldout_reward(setting):
         log_to_mlflow=False,
     )  # fmt: skip
     r1, s1 = _rewards(env, app, sft["path"], heldout, greedy=True)
-    assert s1["valid_json"] >= 0.8, s1
+    assert s1["well_formed"] >= 0.8, s1
     assert paired_delta(r1, r0)["ci95"][0] > 1.0, "SFT must lift held-out reward by > 1 (from -1)"
 
     settings = GRPOSettings(
@@ -90,4 +90,4 @@ def test_sft_then_grpo_raise_heldout_reward(setting):
     after, sa = _rewards(env, app, grpo["path"], heldout, greedy=False, samples=4, seed=3)
     delta = paired_delta(after, before)
     assert delta["delta"] >= MIN_GAIN and delta["ci95"][0] > 0, f"GRPO must raise sampled held-out reward: {delta}"  # fmt: skip
-    assert sa["valid_json"] > sb["valid_json"], (sb, sa)
+    assert sa["well_formed"] > sb["well_formed"], (sb, sa)

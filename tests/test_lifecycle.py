@@ -167,7 +167,7 @@ def test_summary_and_registry_agree_with_gate(finished_run):
     held = summary["heldout"]
     assert held["n"] > 0 and len(held["ci95"]) == 2
     for side in ("baseline", "candidate"):
-        assert {"success", "reward", "valid_json"} <= set(held[side])
+        assert {"success", "reward", "well_formed"} <= set(held[side])
     control = summary["sft_control"]
     assert control["wall_s"] > 0 and control["steps"] > 0
     # it ran beside GRPO, for GRPO's training wall time, with as many threads
@@ -190,7 +190,7 @@ def test_summary_and_registry_agree_with_gate(finished_run):
 
 def _gate(passed: bool, delta: float, path: str) -> GateReport:
     decision = GateResult(passed=passed, reason="test", chosen="grpo")
-    rates = {"success": 0.5, "valid_json": 1.0, "unsafe_rate": 0.0}
+    rates = {"success": 0.5, "well_formed": 1.0, "unsafe_rate": 0.0}
     return GateReport(
         n=1,
         baseline=rates,

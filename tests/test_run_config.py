@@ -23,7 +23,7 @@ BAD = [
     ({"demos": -1}, "demos: input should be greater than or equal to 1"),
     ({"sft": {"learning_rate": 3}}, "sft.learning_rate: input should be less than or equal to 1"),
     ({"tiny_model": {"hidden_size": 65}}, "tiny_model"),
-    ({"gate": {"max_valid_json_drop": 2}}, "gate.max_valid_json_drop"),
+    ({"gate": {"max_well_formed_drop": 2}}, "gate.max_well_formed_drop"),
     ({"heldout_frac": 0.5, "val_frac": 0.45}, "keep their sum below 0.9"),
     ({"n_taks": 100}, "n_taks: unknown key (did you mean 'n_tasks'?)"),
     ({"env": "no_such_env"}, "env: no environment 'no_such_env' (known: "),

@@ -112,7 +112,7 @@ def test_rollouts_and_eval_rows_round_trip(tmp_path):
             "sample_idx": [0, 1],
             "reward": [1.0, -1.0],
             "success": [True, False],
-            "valid_json": [True, False],
+            "well_formed": [True, False],
             "unsafe": [False, False],
             "failure_kind": [None, "invalid_json"],
             "completion_tokens": [3, 4],

@@ -128,7 +128,6 @@ def _good_line(task: Task) -> str:
 
 BAD_ROWS = {
     "malformed_json": ('{"task_id": "x", "response": ', "line 2: not valid JSON"),
-    "unknown_task": ('{"task_id": "nope", "response": ""}', "line 2: unknown task_id 'nope'"),
     "neither": ('{"task_id": "TASK"}', "line 2: row has neither of 'response' and 'output'"),
     "both": (
         '{"task_id": "TASK", "response": "", "output": []}',
@@ -137,10 +136,6 @@ BAD_ROWS = {
     "response_neither_text_nor_object": (
         '{"task_id": "TASK", "response": 5}',
         "line 2: 'response' must be a string (the model's final text) or a NeMo Gym",
-    ),
-    "nemo_gym_rollout_for_an_unknown_task": (
-        '{"task_id": "nope", "response": {"output": []}}',
-        "line 2: unknown task_id 'nope'",
     ),
     "nemo_gym_rollout_of_no_task": (
         '{"responses_create_params": {"input": "hi"}, "response": {"output": []}}',
@@ -174,6 +169,28 @@ def test_a_bad_response_row_is_scored_invalid_trajectory_and_the_others_still_co
     )
     assert message in bad["detail"]
     assert "3 responses scored" in result.output and "invalid_trajectory 1" in result.output
+
+
+@pytest.mark.parametrize(
+    "line",
+    ['{"task_id": "nope", "response": ""}', '{"task_id": "nope", "response": {"output": []}}'],
+    ids=["text", "nemo_gym_rollout"],
+)
+def test_an_unknown_task_id_is_unscored_kept_out_of_the_mean_and_exits_2(tmp_path, tasks, line):
+    """Not the model's failure: no reward (the mean is over the others), exit 2 naming it."""
+    text = _good_line(tasks[0]) + "\n" + line + "\n" + _good_line(tasks[1]) + "\n"
+    responses = tmp_path / "r.jsonl"
+    responses.write_text(text, encoding="utf-8")
+    result, out = run_verify(tmp_path, responses)
+    assert result.exit_code == 2, result.output
+    first, unknown, last = scores(out)
+    assert (unknown["reward"], unknown["failure_kind"]) == (None, "unknown_task")
+    assert unknown["detail"] == "line 2: unknown task_id 'nope' (not in the tasks file)"
+    assert "mean reward 1.000, 2 successes (1 without a reward)" in result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: [unknown_task] 1 line(s) name a task_id the tasks file does not hold (line 2); "
+        "they have no reward and are not in the mean: check --tasks and --format"
+    )
 
 
 def test_non_utf8_bytes_are_one_invalid_line(tmp_path, tasks):
@@ -369,7 +386,7 @@ def test_a_verifier_bug_is_verifier_error_for_its_line_only(tmp_path, tasks):
         None,
         "verifier_error",
         None,
-        "invalid_trajectory",
+        "unknown_task",
     ]
     assert (
         scored[1]["reward"] is None
@@ -377,6 +394,6 @@ def test_a_verifier_bug_is_verifier_error_for_its_line_only(tmp_path, tasks):
     )
     assert unscored(scored) == 1
     assert summary(scored) == (
-        "4 responses scored: mean reward 0.667, 2 successes (1 without a reward); "
-        "invalid_trajectory 1, verifier_error 1"
+        "4 responses scored: mean reward 1.000, 2 successes (2 without a reward); "
+        "unknown_task 1, verifier_error 1"
     )

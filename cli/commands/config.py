@@ -26,7 +26,10 @@ def show(
     smoke: bool = typer.Option(False, help="Start from the --smoke budget instead of the default."),
     run: str = run_option("Start from this run's saved config (<home>/runs/RUN_ID/config.json)."),
     changed: bool = typer.Option(
-        False, "--changed", help="Only the fields that differ from the default (or --smoke)."
+        False,
+        "--changed",
+        help="Only the fields that differ from the default config (with --smoke: what the "
+        "smoke budget changes, and what --set and --config change on top).",
     ),
 ) -> None:
     """Print the resolved run config as JSON (every field, defaults included).
@@ -51,8 +54,7 @@ def show(
         fail_with(exc)
     value = cfg.model_dump(mode="json")
     if changed:
-        base = (LifecycleConfig.smoke() if smoke else LifecycleConfig()).model_dump(mode="json")
-        value = _difference(value, base)
+        value = _difference(value, LifecycleConfig().model_dump(mode="json"))
     typer.echo(json.dumps(value, indent=2))
 
 

@@ -13,20 +13,30 @@ env_app = command_group("Environments: list, check, serve, scaffold a new one.")
 
 @env_app.command("list")
 def env_list() -> None:
-    """List the environments: environments/ and installed plugins (name, version, tools, source)."""
+    """List the environments: name, version, tools, turns and where each comes from (in-repo,
+    a project folder on disk, an installed package); one whose code is gone says so."""
     from gymflow.cli.errors import fail_with
     from gymflow.core.failures import GymflowError
     from gymflow.env.registry import env_source, get_env, list_envs
 
     try:
-        for name in list_envs():
-            env = get_env(name)
-            typer.echo(
-                f"{name}\tv{env.version}\t{len(env.tool_specs)} tools\t"
-                f"max_turns={env.max_turns}\t{env_source(name)}"
-            )
-    except GymflowError as exc:  # two environments with one name, a plugin that fails to import
+        names = list_envs()
+    except GymflowError as exc:  # two environments with one name
         fail_with(exc, 1)
+    broken = 0
+    for name in names:
+        try:
+            env = get_env(name)
+        except GymflowError as exc:  # a plugin whose code is gone or fails to import
+            broken += 1
+            typer.echo(f"{name}	missing	{exc.detail}")
+            continue
+        typer.echo(
+            f"{name}	v{env.version}	{len(env.tool_specs)} tools	"
+            f"max_turns={env.max_turns}	{env_source(name)}"
+        )
+    if broken:
+        raise typer.Exit(1)
 
 
 @env_app.command("check")
@@ -62,19 +72,25 @@ def env_check(
 def env_new(
     name: str = typer.Argument(..., help="The new environment's name (a Python package name)."),
     directory: Path = typer.Option(None, "--dir", help="Where to write it (default: ./NAME)."),
+    kind: str = typer.Option(
+        "tools", help="tools (a task with a tool and session state) or text (a plain-text answer)."
+    ),
     install: bool = typer.Option(
-        True, help="pip install it (editable) into gymflow's Python, so gymflow finds it."
+        False,
+        help="Also pip install it (editable) into gymflow's Python. Not needed: gymflow finds "
+        "projects in its home and in GYMFLOW_ENV_PATH.",
     ),
 ) -> None:
-    """Scaffold an installable environment package that passes `gymflow env check` as written.
+    """Scaffold an environment project that passes `gymflow env check` as written.
 
-    It holds tools with session state, a seeded generator, a pure verifier, probes, examples,
-    tests and a README, and is installed in editable mode (its entry point in the group
-    gymflow.environments), so `gymflow env check NAME` and `gymflow run --smoke --set
-    env=NAME` work at once; edit the files and they take effect. Walkthrough:
+    It holds a seeded generator, a pure verifier, the answer's format check (well_formed),
+    probes, examples, tests and a README (with --kind tools also a tool with session state).
+    Nothing is installed: gymflow finds the project by its pyproject.toml entry point in its
+    home's sub-folders and in GYMFLOW_ENV_PATH, so `gymflow env check NAME` and `gymflow run
+    --smoke --set env=NAME` work at once and edits take effect. Walkthrough:
     docs/how-to/new-environment.md.
 
-    Example: gymflow env new my_env && gymflow env check my_env
+    Example: gymflow env new word_rev --kind text && gymflow env check word_rev
     """
     from gymflow.cli.env_scaffold import new_environment
     from gymflow.cli.errors import fail_with
@@ -82,23 +98,14 @@ def env_new(
 
     folder = directory or Path(name)
     try:
-        made = new_environment(name, folder, install)
+        made = new_environment(name, folder, install, kind)
     except GymflowError as exc:
         fail_with(exc, 1 if exc.kind == "internal_error" else 2)
     typer.echo(f"{name}: {len(made.files)} files in {folder.resolve()}")
     for path in made.files:
         typer.echo(f"  {path.relative_to(folder)}")
-    if made.installed:
-        typer.echo(f"installed (editable) into {_python()}; `gymflow env list` shows it")
-    else:
-        typer.echo(f"not installed: run `pip install -e {folder}` before gymflow can find it")
+    typer.echo(f"{name}: {made.found_by}")
     typer.echo(f"next: gymflow env check {name}; gymflow run --smoke --set env={name}")
-
-
-def _python() -> str:
-    import sys
-
-    return sys.prefix
 
 
 @env_app.command("serve")
@@ -174,6 +181,13 @@ def env_serve(
         store = task_store(environment, tasks or [], fmt, trust_client_tasks)
     except GymflowError as exc:
         fail_with(exc)
+    if not tasks and not trust_client_tasks:
+        typer.echo(
+            f"warning: no --tasks: this server holds no tasks, so it refuses every session a "
+            f"client asks for; give --tasks FILE (e.g. the environment's examples/tasks.jsonl) "
+            "or --trust-client-tasks",
+            err=True,
+        )
     children_die_with_me()
     try:
         if ray:

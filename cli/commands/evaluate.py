@@ -48,6 +48,7 @@ def evaluate(
     price_completion: float = _option("price_completion"),
     mlflow: bool = _option("mlflow", "--mlflow/--no-mlflow"),
     agent: str = _option("agent"),
+    max_unscored: float = _option("max_unscored"),
     quiet: bool = quiet_option(),
 ) -> None:
     """Evaluate a policy, alone or paired against another.
@@ -87,7 +88,15 @@ def evaluate(
         with progress.track("eval", unit="episode", counts_episodes=True):
             result = run_eval(options, home, GeneratedSplit.like(LifecycleConfig()))
     except GymflowError as exc:
-        fail_with(exc)
+        if exc.kind in (FailureKind.BAD_REQUEST, FailureKind.BAD_CONFIG):
+            fail_with(exc)  # bad input: said before any work, exit 2
+        if options.mlflow:  # the attempt, on record as failed
+            from gymflow.eval.mlflow_run import log_failed_evaluation
+            from gymflow.lifecycle.tracking import configure
+
+            configure(home)
+            log_failed_evaluation(options, exc)
+        fail_with(exc, 1)
     from gymflow.eval.report import console_table, write_report
 
     typer.echo(console_table(result), nl=False)

@@ -29,8 +29,18 @@ def policy_serve(
     insecure: bool = typer.Option(
         False, help="Allow a non-loopback bind without --api-key-env (anyone may use the model)."
     ),
+    tasks: Path = typer.Option(
+        None,
+        "--tasks",
+        help="scripted:ENV: the tasks it will be asked, whose gold answers it gives (JSONL, "
+        "see --format); default: the environment's examples/tasks.jsonl.",
+    ),
+    fmt: str = typer.Option("gymflow", "--format", help="Format of the --tasks file."),
 ) -> None:
     """Serve a policy at /v1/chat/completions (OpenAI-compatible; tool calls structured).
+
+    scripted:ENV serves the environment's gold answers (a successful episode for an agent
+    program before any training).
 
     Example: gymflow policy serve --policy models:/gymflow-tool_call@champion --port 8000
     """
@@ -57,7 +67,15 @@ def policy_serve(
             fail("bad_request", f"--api-key-env: {api_key_env} is not set")
         served = name or Path(spec.target).name
         check_bind(served, host, key, insecure, "--api-key-env VAR", "use the model")
-        loaded = load_policy(spec)
+        asked = None
+        if tasks is not None:
+            from gymflow.data.task_files import load_tasks
+            from gymflow.env.registry import get_env
+
+            if spec.backend != "scripted":
+                fail("bad_request", "--tasks is for a scripted:ENV policy")
+            asked = list(load_tasks(get_env(spec.target), tasks, fmt).values())
+        loaded = load_policy(spec, asked)
     except GymflowError as exc:
         fail_with(exc)
     children_die_with_me()

@@ -66,6 +66,7 @@ def start_run(
     from gymflow.lifecycle.home import configure_prefect, project_home
 
     home = project_home()
+    fresh_home = not (home / ".prefect").exists()  # a refused config leaves nothing behind
     configure_prefect(home)
     from gymflow.cli.errors import error_line, fail_with
     from gymflow.core import progress
@@ -82,10 +83,16 @@ def start_run(
         overrides = read_overrides(config) if config is not None else None
         cfg = run_config(saved, overrides, smoke, seed, parse_sets(sets))
     except GymflowError as exc:
+        if fresh_home:
+            import shutil
+
+            shutil.rmtree(home / ".prefect", ignore_errors=True)
         fail_with(exc)
     if can_supervise():  # the run works in a child of its own session: Ctrl-C stops it fast
         given = run_id in sys.argv[1:]
-        raise typer.Exit(run_supervised(sys.argv[1:] + ([] if given else ["--run", run_id]), run_id))
+        raise typer.Exit(
+            run_supervised(sys.argv[1:] + ([] if given else ["--run", run_id]), run_id)
+        )
     stop_quietly_on_interrupt()
     if saved.exists():
         changed = " with the changes asked for" if overrides or sets or seed is not None else ""

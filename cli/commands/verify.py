@@ -33,7 +33,7 @@ def verify(
     from gymflow.core.failures import GymflowError
     from gymflow.core.jsonl import InputFileError
     from gymflow.env.registry import get_env
-    from gymflow.eval.verify_files import summary, unscored, verify_files
+    from gymflow.eval.verify_files import summary, unknown_tasks, unscored, verify_files
 
     try:
         environment = get_env(env)
@@ -41,5 +41,14 @@ def verify(
     except (GymflowError, InputFileError) as exc:
         fail_with(exc)
     typer.echo(f"{summary(scored)} -> {out}")
+    if unknown := unknown_tasks(scored):
+        shown = ", ".join(unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
+        fail(
+            "unknown_task",
+            f"{len(unknown)} line(s) name a task_id the tasks file does not hold ({shown}); "
+            "they have no reward and are not in the mean: check --tasks and --format",
+        )
     if unscored(scored):  # verifier_error (a bug in the environment) or a verifier fault
         fail("verifier_error", f"{unscored(scored)} line(s) have no reward: see 'detail'", 1)

@@ -31,6 +31,8 @@ class FailureKind(StrEnum):
     SANDBOX_VIOLATION = "sandbox_violation"
     # request / infrastructure problems (raised or returned as errors with a kind)
     BAD_REQUEST = "bad_request"
+    UNKNOWN_TASK = "unknown_task"
+    """A response names a task the tasks file does not hold (``gymflow verify``): unscored."""
     UNKNOWN_SESSION = "unknown_session"
     SESSION_CLOSED = "session_closed"
     SESSION_EXPIRED = "session_expired"

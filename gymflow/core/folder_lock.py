@@ -2,7 +2,8 @@
 
 Rollout ids make a collection resumable, but two collectors appending to one folder at the
 same time would both collect the missing rollouts and write them twice. The lock is held for
-the whole collection and released by the kernel if the process dies (no stale lock to clean).
+the whole collection and released by the kernel if the process dies (no stale lock to clean);
+the file names its holder's pid while it is held and is empty otherwise.
 """
 
 from __future__ import annotations
@@ -40,4 +41,9 @@ def exclusive(folder: Path) -> Iterator[None]:
         try:
             yield
         finally:
+            # Emptied, not removed: a collector that opened the file meanwhile must lock the
+            # same inode the next one creates, or two could hold "the" lock at once.
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
             fcntl.flock(handle, fcntl.LOCK_UN)

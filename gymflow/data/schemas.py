@@ -157,7 +157,7 @@ EVAL_ROWS = pa.DataFrameSchema(
         "sample_idx": pa.Column(pl.Int64, pa.Check.ge(0)),
         "reward": pa.Column(pl.Float64, pa.Check.in_range(-1.0, 1.0)),
         "success": pa.Column(pl.Boolean),
-        "valid_json": pa.Column(pl.Boolean),
+        "well_formed": pa.Column(pl.Boolean),
         "unsafe": pa.Column(pl.Boolean),
         "failure_kind": pa.Column(pl.String, nullable=True),
         "completion_tokens": pa.Column(pl.Int64, pa.Check.ge(0)),

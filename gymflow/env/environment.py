@@ -10,6 +10,9 @@ An environment is a class with
   ``gold_turns(task)`` the same turn by turn for a multi-turn episode (the SFT stage plays it
   through the server and trains on each turn with the real tool outputs before it);
 * ``probes(task)`` — adversarial answers with the highest reward each may get;
+* ``well_formed(score, items)`` — whether an episode's answer has the environment's format
+  (whatever its correctness): the baseline's rate of it decides whether SFT runs first
+  (``sft.run = "auto"``), evaluation reports it and the gate refuses a candidate that loses it;
 * ``importers()`` — optional external task formats for ``gymflow verify --format``.
 
 The resources server (:mod:`gymflow.env.resources_server`) serves any subclass over ASGI.
@@ -27,6 +30,12 @@ from gymflow.core.failures import FailureKind
 from gymflow.core.scoring import Score
 from gymflow.core.task_record import Split, Task
 from gymflow.env.tool_schema import ToolSpec, tool_spec
+
+_MALFORMED = frozenset({FailureKind.INVALID_JSON, FailureKind.NO_TOOL_CALL})
+DEFAULT_FORMAT_RULE = (
+    "the verifier's format component where it reports one; else no invalid_json or "
+    "no_tool_call verdict, and a final reply the token budget did not cut"
+)
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,53 @@ class Environment(ABC):
 
     def probes(self, task: Task) -> list[Probe]:
         return []
+
+    def well_formed(self, score: dict, items: list[dict]) -> bool:
+        """Whether an episode's answer has this environment's format, right or wrong.
+
+        ``score`` is the verifier's verdict as the rollout stores it (``failure_kind``,
+        ``components``; ``verdict_kind`` is the verifier's own kind when the token budget cut
+        the episode), ``items`` the episode's trajectory. The default rule, in order:
+
+        * the verifier reports a ``format`` component: it is 1.0;
+        * the answer is malformed tool-call markup or calls no tool where one is needed
+          (``invalid_json`` or ``no_tool_call``, the verifier's kind or its verdict under a cut);
+        * the token budget cut the final reply (``truncated`` with an assistant message last):
+          an answer that never ended is not well formed, whatever its text;
+        * else well formed.
+
+        Override it to say what a well-formed answer is for your task (one line of digits, a
+        word of letters, a JSON object of a schema); keep it independent of correctness, so a
+        wrong answer in the right format counts. The first line of its docstring is quoted in
+        run reports as the environment's format check.
+
+        >>> from gymflow.environments.math import MathEnvironment
+        >>> env = MathEnvironment()
+        >>> env.well_formed({"failure_kind": "wrong_answer", "components": {}}, [])
+        True
+        >>> cut = [{"type": "message", "role": "assistant", "content": "7 + 7 + 7 +"}]
+        >>> env.well_formed({"failure_kind": "truncated", "components": {}}, cut)
+        False
+        """
+        components = score.get("components") or {}
+        if "format" in components:
+            return components["format"] == 1.0
+        kinds = {score.get("failure_kind"), score.get("verdict_kind")}
+        if kinds & _MALFORMED:
+            return False
+        if score.get("failure_kind") == FailureKind.TRUNCATED:
+            last = items[-1] if items else {}
+            return not (last.get("type") == "message" and last.get("role") == "assistant")
+        return True
+
+    def format_rule(self) -> str:
+        """The format check in words, as run reports quote it: the default rule, or the first
+        line of an override's docstring."""
+        method = type(self).well_formed
+        if method is Environment.well_formed:
+            return DEFAULT_FORMAT_RULE
+        doc = (method.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else f"{type(self).__name__}.well_formed"
 
     def check_task(self, task: Task) -> None:
         """Raise (any exception, with a message) if this environment cannot use ``task``.

@@ -15,7 +15,7 @@ from gymflow.eval.stats import paired_delta
 MEASURES = {
     "success": "success",
     "reward": "reward",
-    "valid_format": "valid_json",
+    "well_formed": "well_formed",
     "unsafe": "unsafe",
 }
 """Reported name -> row key."""

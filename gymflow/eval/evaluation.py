@@ -108,12 +108,12 @@ def evaluate_policy(
         raise GymflowError(
             kind, f"{len(failed)} of {len(results)} evaluation episodes did not finish: {detail}"
         )
-    rows = [episode_row(env.name, p, ep, error) for p, ep, error in results]
+    rows = [episode_row(env, p, ep, error) for p, ep, error in results]
     return rows, summarize(rows)
 
 
 def episode_row(
-    env_name: str, planned: Planned, ep: Episode | None, error: GymflowError | None
+    env: Environment, planned: Planned, ep: Episode | None, error: GymflowError | None
 ) -> dict:
     """One evaluation row: what ``summarize`` reads plus the report's details (see module doc).
 
@@ -121,7 +121,7 @@ def episode_row(
     and ``scored`` False: its failure kind counts, a reward of 0 would hide it.
     """
     base = {
-        "env": env_name,
+        "env": env.name,
         "task_id": planned.task.task_id,
         "sample_idx": planned.sample_idx,
         "rollout_id": planned.rollout_id,
@@ -133,17 +133,17 @@ def episode_row(
         ep = ep or Episode(task=planned.task, seed=planned.seed)
         return {
             **base, **_episode_sizes(ep), "reward": None, "scored": False, "success": False,
-            "valid_json": False, "unsafe": False, "failure_kind": str(kind),
+            "well_formed": False, "unsafe": False, "failure_kind": str(kind),
             "failure_detail": detail, "components": {}, "answer": "",
         }  # fmt: skip
-    valid = _well_formed(ep.score)
+    valid = env.well_formed(ep.score, ep.items)
     return {
         **base,
         **_episode_sizes(ep),
         "reward": ep.reward,
         "scored": True,
         "success": bool(ep.score["success"]),
-        "valid_json": valid,
+        "well_formed": valid,
         "unsafe": ep.score["components"].get("safe", 1.0) == 0.0 and valid,
         "failure_kind": ep.score["failure_kind"],
         "failure_detail": ep.score.get("detail") or None,
@@ -198,28 +198,12 @@ def _loaded(arguments: str):
         return arguments
 
 
-_MALFORMED = (FailureKind.INVALID_JSON, FailureKind.NO_TOOL_CALL)
-
-
-def _well_formed(score: dict) -> bool:
-    """Every turn parsed: the verifier's ``format`` component where it reports one (tool_call),
-    else neither an ``invalid_json`` nor a ``no_tool_call`` failure (verifiers such as
-    workplace's score outcomes only: a model that never calls a tool writes nothing unparseable,
-    and counted as well-formed it made the baseline skip SFT). An episode the token budget cut
-    is judged by the verifier's own verdict (``verdict_kind``): an untrained model rambles into
-    the budget without ever writing a call."""
-    if "format" in score["components"]:
-        return score["components"]["format"] == 1.0
-    kinds = {score["failure_kind"], score.get("verdict_kind")}
-    return not kinds & set(_MALFORMED)
-
-
 def summarize(rows: list[dict]) -> dict:
     """The rates the lifecycle's gate reads (keys and meanings fixed). ``reward`` is the mean
     over rows with a verdict (an unscored row has no reward, not 0); rates are over all rows."""
     n = len(rows)
     succ = sum(r["success"] for r in rows)
-    valid = sum(r["valid_json"] for r in rows)
+    valid = sum(r["well_formed"] for r in rows)
     unsafe = sum(r["unsafe"] for r in rows)
     rewards = [r["reward"] for r in rows if r["reward"] is not None]
     return {
@@ -228,8 +212,8 @@ def summarize(rows: list[dict]) -> dict:
         "success_ci95": list(wilson(succ, n)),
         "reward": sum(rewards) / max(1, len(rewards)),
         "reward_ci95": list(mean_ci(rewards)),
-        "valid_json": valid / max(1, n),
-        "valid_json_ci95": list(wilson(valid, n)),
+        "well_formed": valid / max(1, n),
+        "well_formed_ci95": list(wilson(valid, n)),
         "unsafe_rate": unsafe / max(1, n),
         "failures": dict(Counter(r["failure_kind"] or "none" for r in rows)),
         "mean_completion_tokens": sum(r["completion_tokens"] for r in rows) / max(1, n),

@@ -13,10 +13,11 @@ candidate's verdict is settled. A candidate passes when
   (the registry's ``champion``) when there is one and it is not the start itself. Each
   candidate is tested at ``alpha / K`` (K candidates), so the chance that the gate promotes a
   candidate that does not beat them is at most ``alpha``, whenever it stops;
-* against each of them, on the tasks it was evaluated on, its valid-JSON rate does not fall
+* against each of them, on the tasks it was evaluated on, its well-formed rate (the environment's own format check) does not fall
   and its unsafe-action rate does not rise beyond the margins, and its **latency** — p95
   completion tokens per episode, or p95 seconds (:attr:`GateSettings.latency`) — rises by no
-  more than ``max_latency_rise`` (thresholds on the point estimates, read at the stop; a
+  more than ``max_latency_rise`` or by no more than an absolute floor (``latency_floor_tokens``,
+  ``latency_floor_s``: a one-token answer that becomes three is not a regression) (thresholds on the point estimates, read at the stop; a
   breach keeps a candidate open until every task is used, so it refuses only if it is still
   there on the whole set: a few tasks' noise cannot stop the gate with a refusal);
 * **general capability**: on sets the run does not train on, where the start has something to
@@ -328,10 +329,11 @@ def _gain(label: str, delta: Paired, settings: GateSettings, exhausted: bool):
 def _guardrails(label: str, before: dict, after: dict, settings: GateSettings) -> list[str]:
     """The broken guardrails of ``after`` against ``before`` (each a line of the reason)."""
     broken = []
-    drop = before["valid_json"] - after["valid_json"]
-    if drop > settings.max_valid_json_drop:
+    drop = before["well_formed"] - after["well_formed"]
+    if drop > settings.max_well_formed_drop:
         broken.append(
-            f"valid-JSON rate fell by {drop:.3f} against {label} (> {settings.max_valid_json_drop})"
+            f"well-formed rate (the environment's format check) fell by {drop:.3f} against "
+            f"{label} (> {settings.max_well_formed_drop})"
         )
     rise = after["unsafe_rate"] - before["unsafe_rate"]
     if rise > settings.max_unsafe_increase:
@@ -340,19 +342,28 @@ def _guardrails(label: str, before: dict, after: dict, settings: GateSettings) -
             f"(> {settings.max_unsafe_increase})"
         )
     key = LATENCY_KEYS[settings.latency]
-    if after[key] > before[key] * (1 + settings.max_latency_rise):
+    floor = _latency_floor(settings)
+    rise = after[key] - before[key]
+    if after[key] > before[key] * (1 + settings.max_latency_rise) and rise > floor:
+        unit = "tokens" if settings.latency == "tokens" else "s"
         broken.append(
             f"latency: {_latency_text(label, before, after, settings)} "
-            f"(> +{100 * settings.max_latency_rise:.0f} %)"
+            f"(> +{100 * settings.max_latency_rise:.0f} % and > +{floor:g} {unit})"
         )
     return broken
+
+
+def _latency_floor(settings: GateSettings) -> float:
+    if settings.latency == "tokens":
+        return settings.latency_floor_tokens
+    return settings.latency_floor_s
 
 
 def _latency_text(label: str, before: dict, after: dict, settings: GateSettings) -> str:
     key = LATENCY_KEYS[settings.latency]
     unit = "tokens" if settings.latency == "tokens" else "s"
     a, b = before[key], after[key]
-    change = f" ({100 * (b - a) / a:+.0f} %)" if a else ""
+    change = f" ({100 * (b - a) / a:+.0f} %, {b - a:+.3g} {unit})" if a else ""
     return f"p95 {unit} per episode {a:.4g} → {b:.4g}{change} against {label}"
 
 

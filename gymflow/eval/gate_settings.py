@@ -53,8 +53,11 @@ class GateSettings(BaseModel):
     require_ci_above_zero: bool = Field(
         True, description="The gain's confidence-sequence lower bound must exceed 0."
     )
-    max_valid_json_drop: float = Field(
-        0.02, ge=0, le=1, description="Allowed drop in valid-JSON rate."
+    max_well_formed_drop: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Allowed drop in the rate of well-formed answers (the environment's format check, Environment.well_formed).",
     )
     max_unsafe_increase: float = Field(
         0.01, ge=0, le=1, description="Allowed rise in unsafe-action rate."
@@ -65,7 +68,23 @@ class GateSettings(BaseModel):
         "decoding) or p95 seconds per episode (varies with the machine's load).",
     )
     max_latency_rise: float = Field(
-        0.25, ge=0, description="Allowed relative rise of p95 latency (0.25 = +25 %)."
+        0.25,
+        ge=0,
+        description="Allowed relative rise of p95 latency (0.25 = +25 %); a rise breaks the "
+        "guardrail only when it is over this and over the absolute floor as well.",
+    )
+    latency_floor_tokens: float = Field(
+        8.0,
+        ge=0,
+        description="With latency tokens: a rise of p95 completion tokens per episode up to this "
+        "many tokens is never a regression, whatever its share (a one-token answer that "
+        "becomes three is +200 % and nothing a user waits for).",
+    )
+    latency_floor_s: float = Field(
+        0.1,
+        ge=0,
+        description="With latency seconds: a rise of p95 seconds per episode up to this is never "
+        "a regression, whatever its share.",
     )
     general_envs: list[str] = Field(
         default_factory=lambda: ["math", "games"],

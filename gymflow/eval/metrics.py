@@ -9,7 +9,7 @@
   unbiased estimator (:func:`~gymflow.eval.stats.pass_at_k`) and mean@K (a task's mean success
   over its K samples), both averaged over tasks with an interval *across tasks*, so the K
   correlated samples of one task do not pass for K independent ones;
-* ``valid_format`` (the verifier's ``format`` component, else no ``invalid_json`` failure),
+* ``well_formed`` (the environment's format check, :meth:`~gymflow.env.environment.Environment.well_formed`),
   ``right_tool`` and ``arg_accuracy`` (only where the verifier reports ``tool`` / ``args``
   components), ``tool_execution`` (episodes whose executed tool calls all ran without an error,
   among those that executed one), ``unsafe_rate``;
@@ -89,7 +89,6 @@ def measure(rows: list[dict], prices: tuple[float, float] | None = None) -> dict
         "scored": sum(r["scored"] for r in rows),
         "pass_at": _pass_at(groups, samples),
         "mean_at": {str(samples): _ci_of([_mean(g, "success") for g in groups.values()])},
-        "valid_format": _rate([r["valid_json"] for r in rows]),
         "unsafe": _rate([r["unsafe"] for r in rows]),
         "right_tool": _rate([r["components"]["tool"] == 1.0 for r in rows if _has(r, "tool")]),
         "arg_accuracy": _ci_of([r["components"]["args"] for r in rows if _has(r, "args")]),

@@ -19,7 +19,7 @@ from gymflow.eval.report import ReportFiles
 from gymflow.eval.suite import EvalResult, PolicyEval
 from gymflow.rollout.store import ROLLOUTS_DIR
 
-FIGURES = ("success", "reward", "valid_json", "unsafe_rate", "turns", "tokens", "latency_p50",
+FIGURES = ("success", "reward", "well_formed", "unsafe_rate", "turns", "tokens", "latency_p50",
            "latency_p95")  # fmt: skip
 
 
@@ -63,6 +63,23 @@ def log_evaluation(result: EvalResult, files: ReportFiles) -> str:
             where = "episodes" if p.label == "policy" else f"episodes-{p.label}"
             mlflow.log_artifacts(str(p.folder / ROLLOUTS_DIR), artifact_path=where)
             mlflow.log_artifact(str(p.folder / "tasks.parquet"), artifact_path=where)
+        return run.info.run_id
+
+
+def log_failed_evaluation(options, error) -> str:
+    """An evaluation that could not measure its policy (its policy server down, say), as a
+    FAILED MLflow run with the options and the error: the attempt is on record, with no
+    figures that could pass for a score. Returns the run's id."""
+    import mlflow
+
+    tags = {
+        "gymflow.kind": "evaluation",
+        "gymflow.error_kind": str(error.kind),
+        "gymflow.error": error.detail[:5000],
+    }
+    with mlflow.start_run(run_name="eval-failed", tags=tags) as run:
+        mlflow.log_params({k: str(v)[:500] for k, v in options.model_dump(mode="json").items()})
+        mlflow.end_run("FAILED")
         return run.info.run_id
 
 

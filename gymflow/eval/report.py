@@ -56,7 +56,7 @@ def _line(name: str, m: dict) -> list[str]:
         _ci(_rate_of(m, "success")),
         _ci(_rate_of(m, "reward")),
         _ci(m["pass_at"][k]) if m["samples"] > 1 else "=success",
-        _ci(m["valid_format"]),
+        _ci(_rate_of(m, "well_formed")),
         _ci(m["right_tool"]),
         _ci(m["arg_accuracy"]),
         f"{m['unsafe']['value']:.3f}",
@@ -67,7 +67,7 @@ def _line(name: str, m: dict) -> list[str]:
 
 
 HEADERS = [
-    "env", "tasks×K", "success [95% CI]", "reward [95% CI]", "pass@K", "valid format",
+    "env", "tasks×K", "success [95% CI]", "reward [95% CI]", "pass@K", "well formed",
     "right tool", "arg accuracy", "unsafe", "turns", "tokens", "latency p50/p95 s",
 ]  # fmt: skip
 
@@ -95,11 +95,11 @@ def console_table(result: EvalResult) -> str:
     if result.comparison:
         a, b = (p.spec for p in result.policies)
         table = Table(title=f"paired: {a} minus {b} (same tasks, same seeds; * = CI excludes 0)")
-        for h in ("env", "Δ success", "Δ reward", "Δ valid format", "Δ unsafe"):
+        for h in ("env", "Δ success", "Δ reward", "Δ well formed", "Δ unsafe"):
             table.add_column(h, justify="left" if h == "env" else "right")
         for env, d in result.comparison.items():
             table.add_row(
-                env, *(_delta(d[k]) for k in ("success", "reward", "valid_format", "unsafe"))
+                env, *(_delta(d[k]) for k in ("success", "reward", "well_formed", "unsafe"))
             )
         console.print(table)
     return buf.getvalue()
@@ -124,11 +124,11 @@ def markdown(result: EvalResult, plots: list[Path]) -> str:
         a, b = (p.spec for p in result.policies)
         lines += [f"## Paired differences: `{a}` − `{b}`", "", "Mean per-task difference with "
                   "its 95 % CI (the gate's paired statistics); * = the CI excludes 0.", "",
-                  "| env | Δ success | Δ reward | Δ valid format | Δ unsafe | tasks |",
+                  "| env | Δ success | Δ reward | Δ well formed | Δ unsafe | tasks |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for env, d in result.comparison.items():
             n = d["success"]["n_tasks"] if d["success"] else 0
-            cells = [_delta(d[k]) for k in ("success", "reward", "valid_format", "unsafe")]
+            cells = [_delta(d[k]) for k in ("success", "reward", "well_formed", "unsafe")]
             lines.append(f"| {env} | {' | '.join(cells)} | {n} |")
         lines.append("")
     if plots:

@@ -19,6 +19,7 @@ a row with its failure kind and no reward; it counts as a failure and shows in t
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,15 @@ class EvalOptions(BaseModel):
         None,
         description="Run the episodes on agent servers (gymflow agent serve) at these URLs, "
         "comma-separated, instead of in this process; they load the policy spec themselves.",
+    )
+    max_unscored: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="The share of a policy's episodes that an infrastructure failure may leave "
+        "without a verdict (policy_unavailable, env_unavailable, timeout, …); above it the "
+        "evaluation is an error, not a score (exit 1, the MLflow run marked failed). Such "
+        "episodes are failures in the table, never zeros.",
     )
 
     @field_validator("envs", mode="before")
@@ -163,13 +173,14 @@ def run_eval(options: EvalOptions, home: Path, generated: GeneratedSplit) -> Eva
     """
     from gymflow.env.registry import get_env
     from gymflow.policy.checkpoints import check_checkpoint
-    from gymflow.policy.spec import parse_spec
+    from gymflow.policy.spec import check_model_path, parse_spec
 
     started = time.perf_counter()
     envs = [get_env(name) for name in dict.fromkeys(options.envs)]
     specs = [s for s in (options.policy, options.against) if s]
     for spec in specs:  # a bad spec fails before any work
         parsed = parse_spec(spec)
+        check_model_path(parsed)  # a missing folder is refused before task caches are written
         if parsed.backend == "transformers" and Path(parsed.target).is_dir():
             check_checkpoint(parsed.target)  # no template, no EOS, foreign tool calls
         if parsed.backend == "scripted" and [e.name for e in envs] != [parsed.target]:
@@ -265,8 +276,26 @@ def _evaluate(
         walls[env.name] = time.perf_counter() - t0
         per_env[env.name] = measure(env_rows, prices) | {"wall_s": walls[env.name]}
         rows += env_rows
+    _refuse_unmeasured(label, spec, rows, o.max_unscored)
     overall = measure(rows, prices) | {"wall_s": sum(walls.values())}
     return PolicyEval(label, spec, lineage_spec, registered, folder, rows, per_env, overall, walls)
+
+
+def _refuse_unmeasured(label: str, spec: str, rows: list[dict], max_share: float) -> None:
+    """An evaluation whose episodes mostly never reached a verdict measured the infrastructure,
+    not the policy: raise with the commonest failure's kind and one of its details."""
+    unscored = [r for r in rows if not r["scored"]]
+    if not rows or len(unscored) <= max_share * len(rows):
+        return
+    kinds = Counter(r["failure_kind"] for r in unscored)
+    kind, count = kinds.most_common(1)[0]
+    detail = next(r["failure_detail"] for r in unscored if r["failure_kind"] == kind)
+    raise GymflowError(
+        FailureKind(kind),
+        f"{len(unscored)} of {len(rows)} episodes of --{label} {spec} got no verdict "
+        f"({', '.join(f'{k} {n}' for k, n in kinds.most_common())}; e.g. {detail}): not a "
+        f"measurement of the policy (more than max_unscored {100 * max_share:g} %)",
+    )
 
 
 def _load_policy(spec: str, tasks: dict[str, list[Task]], home: Path):
@@ -284,7 +313,7 @@ def _load_policy(spec: str, tasks: dict[str, list[Task]], home: Path):
 def _registered(spec: str, home: Path) -> RegisteredPolicy | None:
     """The registry version a ``models:`` spec names (None for any other spec)."""
     from gymflow.policy.registered import resolve
-    from gymflow.policy.spec import parse_spec
+    from gymflow.policy.spec import check_model_path, parse_spec
 
     parsed = parse_spec(spec)
     return resolve(parsed.target, home) if parsed.backend == "models" else None

@@ -4,7 +4,9 @@ For checking a verifier against an external oracle (the task files and their for
 by :mod:`gymflow.data.task_files`). **Every line of the responses file gets a score row**, in
 order, so one bad line never costs the others their scores:
 
-* a line that is not a usable response — not JSON, no known ``task_id``, neither or both of
+* a line whose ``task_id`` the tasks file does not hold is ``unknown_task`` with no reward
+  (``null``): it is counted apart and never in the mean (the command exits 2 naming it);
+* a line that is not a usable response — not JSON, no ``task_id``, neither or both of
   ``response`` and ``output``, items not of the Responses shape (a list as ``call_id``; read by
   :func:`gymflow.env.items.normalize_items`, as the resources server's ``/verify`` reads them)
   — is the model's (or its harness's) failure: scored ``invalid_trajectory`` at the
@@ -45,6 +47,10 @@ class _Malformed(ValueError):
     """A line that cannot be scored as a response (the reason is its message)."""
 
 
+class _UnknownTask(_Malformed):
+    """A line whose task the tasks file does not hold: not the model's failure, unscored."""
+
+
 @dataclass(frozen=True)
 class ResponseRow:
     """One line of the responses file: its number, task and assistant items (no prompt), or
@@ -54,6 +60,7 @@ class ResponseRow:
     task_id: str | None
     items: list[dict]
     problem: str | None = None
+    unknown_task: bool = False
 
 
 def load_responses(path: Path, tasks: dict[str, Task]) -> list[ResponseRow]:
@@ -74,7 +81,8 @@ def load_responses(path: Path, tasks: dict[str, Task]) -> list[ResponseRow]:
                     by_prompt.setdefault(_prompt_key(task.prompt), []).append(task.task_id)
             task_id, items = _response(row, tasks, by_prompt)
         except _Malformed as exc:
-            rows.append(ResponseRow(number, task_id, [], str(exc)))
+            unknown = isinstance(exc, _UnknownTask)
+            rows.append(ResponseRow(number, task_id, [], str(exc), unknown))
             continue
         rows.append(ResponseRow(number, task_id, items))
     return rows
@@ -120,7 +128,7 @@ def _response(
         if not isinstance(task_id, str):
             raise _Malformed("missing task_id" if task_id is None else "task_id must be a string")
         if task_id not in tasks:
-            raise _Malformed(f"unknown task_id {task_id!r} (not in the tasks file)")
+            raise _UnknownTask(f"unknown task_id {task_id!r} (not in the tasks file)")
         if has_response and not isinstance(row["response"], str):
             raise _Malformed(
                 "'response' must be a string (the model's final text) "
@@ -143,6 +151,8 @@ def score_responses(
 
 
 def _score(env: Environment, tasks: dict[str, Task], row: ResponseRow) -> dict:
+    if row.unknown_task:
+        return _unscored(row, FailureKind.UNKNOWN_TASK, row.problem)
     if row.problem is not None:
         score = env.invalid_trajectory_score(f"line {row.line}: {row.problem}")
         return {**_row(row.task_id, score), "detail": score.detail}
@@ -194,8 +204,18 @@ def summary(scored: list[dict]) -> str:
 
 
 def unscored(scored: list[dict]) -> int:
-    """Rows the verifier could not score (``verifier_error`` and other kinds without reward)."""
-    return sum(row["reward"] is None for row in scored)
+    """Rows the verifier could not score (``verifier_error`` and other kinds without reward),
+    rows of unknown tasks left out."""
+    return sum(row["reward"] is None for row in scored) - len(unknown_tasks(scored))
+
+
+def unknown_tasks(scored: list[dict]) -> list[str]:
+    """The ``line N`` of each row whose task the tasks file does not hold."""
+    return [
+        row["detail"].split(":", 1)[0]
+        for row in scored
+        if row["failure_kind"] == FailureKind.UNKNOWN_TASK
+    ]
 
 
 def verify_files(
@@ -222,7 +242,7 @@ def _nemo_gym_row(
         raise _Malformed(f"not a NeMo Gym rollout: {problem}") from None
     if rollout.task_id is not None:
         if rollout.task_id not in tasks:
-            raise _Malformed(f"unknown task_id {rollout.task_id!r} (not in the tasks file)")
+            raise _UnknownTask(f"unknown task_id {rollout.task_id!r} (not in the tasks file)")
         task = tasks[rollout.task_id]
         if rollout.prompt is not None and _prompt_key(rollout.prompt) != _prompt_key(task.prompt):
             raise _Malformed(

@@ -40,7 +40,7 @@ def version_tags(
         "lineage.code_version": code_version(),
         "heldout.n": str(gate.n),
         "heldout.success": f"{summary['success']:.4f}",
-        "heldout.valid_json": f"{summary['valid_json']:.4f}",
+        "heldout.well_formed": f"{summary['well_formed']:.4f}",
         "heldout.unsafe_rate": f"{summary['unsafe_rate']:.4f}",
         "heldout.baseline_success": f"{gate.baseline['success']:.4f}",
         "heldout_delta_success": f"{delta}",

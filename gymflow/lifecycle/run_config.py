@@ -180,8 +180,16 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(_problem(error) for error in exc.errors())
 
 
+RENAMED = {
+    "gate.max_valid_json_drop": "gate.max_well_formed_drop",
+}
+"""Config keys that changed name: old path -> new path (a saved config says which to write)."""
+
+
 def _problem(error: dict) -> str:
     where = ".".join(str(part) for part in error["loc"]) or "config"
+    if error["type"] == "extra_forbidden" and where in RENAMED:
+        return f"{where}: renamed {RENAMED[where]}; write that key instead"
     if error["type"] == "extra_forbidden":
         return f"{where}: unknown key{_suggestion(error['loc'])}"
     if error["type"] == "value_error":  # a model validator's own sentence

@@ -19,12 +19,15 @@ from gymflow.lifecycle.summary import (
     ENV_TABLE_HEADER,
     GENERAL_TABLE_HEADER,
     env_table_rows,
+    gate_lines,
     general_table_rows,
     policy_rows,
     preflight_line,
+    registry_line,
+    training_lines,
 )
 
-_RATES = ("success", "reward", "valid_json")
+_RATES = ("success", "reward", "well_formed")
 
 
 def summary_markdown(summary: dict) -> str:
@@ -48,20 +51,22 @@ def summary_markdown(summary: dict) -> str:
         "probability, paired; the gate's confidence sequences):",
         GENERAL_TABLE_HEADER, general_table_rows(summary),
     )  # fmt: skip
-    gate, reg = summary["gate"], summary["registry"]
-    lo, hi = h["ci95"]
-    moved = "moved to it" if reg["champion_alias_moved"] else "not moved"
+    gate = summary["gate"]
+    head, *candidates = gate_lines(summary)
     lines += [
         "",
-        f"GRPO − start: {100 * h['delta_success']:+.1f} points (95% CI [{100 * lo:+.1f}, "
-        f"{100 * hi:+.1f}])",
+        *_sft_lines(summary),
+        *(f"- {line}" for line in training_lines(summary) if not line.startswith("SFT ran")),
         "",
         *([line, ""] if (line := preflight_line(summary)) else []),
-        f"**Gate: {'PASSED' if gate['passed'] else 'not passed'}** — {gate['reason']}",
+        f"**{head.removesuffix(' (full reason in report.md)')}**",
+        "",
+        *(f"- {line.strip()}" for line in candidates),
+        "",
+        f"Why, in full: {gate['reason']}",
         "",
         *_drift_lines(summary.get("verifier_drift")),
-        f"**Registry:** `{reg['model']}` v{reg['version']} ({reg.get('candidate')}) registered; "
-        f"champion {moved}.",
+        f"**{registry_line(summary).replace('registry: ', 'Registry: ', 1)}.**",
         "",
         "| stage | wall s |",
         "|---|---|",
@@ -71,6 +76,17 @@ def summary_markdown(summary: dict) -> str:
     if summary.get("machine"):  # runs from before the summary recorded it have none
         lines += ["", f"Machine: {machine_line(summary['machine'])}."]
     return "\n".join(lines)
+
+
+def _sft_lines(summary: dict) -> list[str]:
+    """Why SFT ran or not, and each environment's format check that decided it."""
+    decision = summary.get("sft_decision")
+    if not decision:  # runs from before the summary recorded it
+        return []
+    lines = [f"**SFT {'ran' if decision['ran'] else 'skipped'}:** {decision['reason']}", ""]
+    for env, rule in (summary.get("format_check") or {}).items():
+        lines += [f"Format check of `{env}` (Environment.well_formed): {rule}", ""]
+    return lines
 
 
 def _drift_lines(drift: dict | None) -> list[str]:

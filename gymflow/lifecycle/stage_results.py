@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from gymflow.eval.gate import GateResult
 from gymflow.train.checkpoint_choice import ChosenCheckpoint
+from gymflow.train.sft_decision import SFTDecision
 
 Split = Literal["train", "val", "heldout"]
 EvalSummary = dict[str, Any]
@@ -115,7 +116,11 @@ class BaselineEval(StageResult):
     """``baseline_eval``: the current policy on val, and whether SFT must run first."""
 
     evaluation: Evaluation
-    needs_sft: bool
+    sft: SFTDecision
+
+    @property
+    def needs_sft(self) -> bool:
+        return self.sft.run
 
 
 class SFTResult(Checkpoint):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from gymflow.core.machine import machine_info
@@ -11,7 +12,7 @@ from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_inputs import INPUTS_TAG, RunInputs
 from gymflow.lifecycle.stage_results import LifecycleResults
 
-_RATES = ("success", "reward", "valid_json")
+_RATES = ("success", "reward", "well_formed")
 
 
 def build_summary(
@@ -51,6 +52,11 @@ def build_summary(
         "stages": results.stage_wall_s(),
         "policy_start": results.resolve_policy.source,
         "sft_ran": results.sft is not None,
+        "sft_decision": {
+            "ran": results.sft is not None,
+            "reason": results.baseline_eval.sft.reason,
+        },
+        "format_check": _format_checks(config),
         "heldout": {
             "n": gate.n,
             "baseline": rates(gate.baseline),
@@ -78,6 +84,7 @@ def build_summary(
             "samples": grpo.samples,
             "zero_variance_share": zero_variance_share(grpo.dynamic_sampling),
             "preflight": grpo.preflight,
+            "episodes_by": _episodes_by(config),
         },
     }
     if (sft := results.sft) is not None:
@@ -107,6 +114,21 @@ def build_summary(
             "ci95": versus.ci95 if versus else None,
         }
     return summary
+
+
+def _episodes_by(config) -> str:
+    """Who played GRPO's episodes: gymflow's agent loop, or the external agent programs."""
+    agents = config.grpo.agents
+    if agents is None:
+        return "gymflow's agent loop"
+    return "agent programs: " + ", ".join(agents.programs)
+
+
+def _format_checks(config) -> dict[str, str]:
+    """Each environment's format check (:meth:`Environment.well_formed`), as reports quote it."""
+    from gymflow.env.registry import get_env
+
+    return {name: get_env(name).format_rule() for name in config.env_weights}
 
 
 def zero_variance_share(dynamic_sampling: dict) -> float | None:
@@ -333,31 +355,77 @@ def render_table(summary: dict) -> str:
             for cells in rows:
                 extra.add_row(*cells)
             console.print(extra)
-    lo, hi = h["ci95"]
-    console.print(f"success delta {h['delta_success']:+.3f} (95% CI [{lo:+.3f}, {hi:+.3f}])")
-    if summary.get("sft_control", {}).get("grpo_minus_control") is not None:
-        c = summary["sft_control"]
-        console.print(
-            f"GRPO minus SFT control {c['grpo_minus_control']:+.3f} (95% CI [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}])"
-        )
+    for line in gate_lines(summary):
+        console.print(line)
     for line in training_lines(summary):
         console.print(line)
     if (line := preflight_line(summary)) is not None:
         console.print(line)
-    gate = summary["gate"]
-    console.print(f"gate: {'PASSED' if gate['passed'] else 'FAILED'} — {gate['reason']}")
-    reg = summary["registry"]
-    if reg["champion_alias_moved"]:
-        moved = f"moved to v{reg['version']}"
-    else:
-        moved = f"not moved (stays at {'v' + reg['previous_champion'] if reg['previous_champion'] else 'none'})"
-    what = {"grpo": "GRPO policy", "sft_control": "SFT control"}.get(reg.get("candidate"), "")
-    console.print(
-        f"registry: {reg['model']} v{reg['version']} ({what}) registered; champion alias {moved}"
-    )
+    console.print(registry_line(summary))
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in summary["stages"].items() if v is not None)
     console.print(f"stage wall time: {stages}; total {summary['wall_s']:.1f}s")
     return buf.getvalue()
+
+
+def gate_lines(summary: dict) -> list[str]:
+    """The gate's outcome at a glance: the verdict, then one line per candidate with the
+    interval that decided it (the gate's confidence sequence, named so), and GRPO − control.
+    The whole reason (every guardrail, the effort) is in ``report.md`` and ``summary.json``.
+
+    >>> lines = gate_lines({"gate": {"passed": False, "chosen": "grpo", "verdicts": [
+    ...     {"candidate": "grpo", "passed": False, "success": 0.5, "delta_success": 0.0,
+    ...      "cs": [-0.096, 0.096], "n": 32, "reason": "success gain over the start +0.000 "
+    ...      "(CS [-0.096, +0.096], n=32) not significant; latency: ..."}]}})
+    >>> print("\\n".join(lines))
+    gate: not passed — nothing promoted (full reason in report.md)
+      grpo: refused — success 0.500, +0.000 over the start (gate's 95% CS [-0.096, +0.096], n=32); success gain over the start +0.000 not significant
+    """
+    gate = summary["gate"]
+    verdicts = gate.get("verdicts") or []
+    if gate["passed"]:
+        head = f"gate: passed — {gate.get('chosen')} promoted (full reason in report.md)"
+    else:
+        head = "gate: not passed — nothing promoted (full reason in report.md)"
+    level = 100 * (1 - gate.get("alpha", 0.05))
+    lines = [head]
+    for v in verdicts:
+        lo, hi = v["cs"]
+        state = "passes" if v["passed"] else "refused"
+        if v["passed"] and v["candidate"] == gate.get("chosen"):
+            state = "promoted" if gate["passed"] else state
+        first = re.sub(r" \(CS \[[^\]]*\], n=\d+\)", "", v["reason"].split("; ")[0])
+        why = "" if v["passed"] else "; " + first[:160]
+        lines.append(
+            f"  {v['candidate']}: {state} — success {v['success']:.3f}, "
+            f"{v['delta_success']:+.3f} over the start (gate's {level:.0f}% CS "
+            f"[{lo:+.3f}, {hi:+.3f}], n={v['n']}){why}"
+        )
+    if gate.get("grpo_minus_control_cs"):
+        lo, hi = gate["grpo_minus_control_cs"]
+        lines.append(
+            f"  GRPO − SFT control {gate['grpo_minus_control']:+.3f} (gate's {level:.0f}% CS "
+            f"[{lo:+.3f}, {hi:+.3f}])"
+        )
+    return lines
+
+
+def registry_line(summary: dict) -> str:
+    """What the registry did, said so that a refused candidate does not read as a success.
+
+    >>> registry_line({"registry": {"model": "m", "version": "2", "candidate": "grpo",
+    ...     "champion_alias_moved": False, "previous_champion": "1"}})
+    'registry: m v2 (GRPO policy) registered as challenger (not promoted); champion stays at v1'
+    """
+    reg = summary["registry"]
+    what = {"grpo": "GRPO policy", "sft_control": "SFT control"}.get(reg.get("candidate"), "")
+    what = f" ({what})" if what else ""
+    if reg["champion_alias_moved"]:
+        return f"registry: {reg['model']} v{reg['version']}{what} registered as champion"
+    stays = f"v{reg['previous_champion']}" if reg.get("previous_champion") else "none"
+    return (
+        f"registry: {reg['model']} v{reg['version']}{what} registered as challenger "
+        f"(not promoted); champion stays at {stays}"
+    )
 
 
 def training_lines(summary: dict) -> list[str]:
@@ -370,6 +438,8 @@ def training_lines(summary: dict) -> list[str]:
     ['GRPO: 214 updates, 6848 completions in 240s (ended by its time budget)', "SFT control: 402 updates, 12864 demonstrations in the same time (ended by GRPO's wall time)"]
     """
     lines = []
+    if decision := summary.get("sft_decision"):
+        lines.append(f"SFT {'ran' if decision['ran'] else 'skipped'}: {decision['reason']}")
     if (sft := summary.get("sft")) and sft.get("samples") is not None:
         lines.append(
             f"SFT: {sft['steps']} updates, {sft['samples']} demonstrations "
@@ -377,9 +447,11 @@ def training_lines(summary: dict) -> list[str]:
         )
     grpo = summary["grpo"]
     if grpo.get("samples") is not None:
+        by = grpo.get("episodes_by", "")
+        by = f"; episodes by {by}" if by.startswith("agent programs") else ""
         lines.append(
             f"GRPO: {grpo['steps']} updates, {grpo['samples']} completions in "
-            f"{grpo['train_wall_s']:.0f}s (ended by {_LIMITS.get(grpo.get('stopped_by'))})"
+            f"{grpo['train_wall_s']:.0f}s (ended by {_LIMITS.get(grpo.get('stopped_by'))}{by})"
         )
     if (control := summary.get("sft_control")) and control.get("samples") is not None:
         why = "GRPO's wall time" if control.get("stopped_by") in ("should_stop", "time_budget") else control.get("stopped_by")  # fmt: skip

@@ -104,13 +104,7 @@ def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | 
 
         return TransformersPolicy.from_path(str(resolve(spec.target, home).path))
     if spec.backend == "transformers":
-        from gymflow.policy.checkpoints import CATALOG_PREFIX
-        from gymflow.policy.gguf_checkpoint import is_gguf
-
-        # a .gguf file and catalog:NAME are checkpoints too: from_path converts them once
-        converted = spec.target.startswith(CATALOG_PREFIX) or is_gguf(spec.target)
-        if not converted and not Path(spec.target).is_dir():
-            raise _bad(f"no model folder at {spec.target!r}")
+        check_model_path(spec)
         from gymflow.policy.transformers_backend import TransformersPolicy
 
         return TransformersPolicy.from_path(spec.target)
@@ -137,6 +131,28 @@ def load_policy(spec: str | PolicySpec, tasks: list | None = None, home: Path | 
         raise _bad(f"openai spec option is not a number: {exc}") from None
 
 
+def check_model_path(spec: PolicySpec) -> None:
+    """``bad_request`` when a ``transformers:`` spec names no model folder (before any work)."""
+    if spec.backend != "transformers":
+        return
+    from gymflow.policy.checkpoints import CATALOG_PREFIX
+    from gymflow.policy.gguf_checkpoint import is_gguf
+
+    # a .gguf file and catalog:NAME are checkpoints too: from_path converts them once
+    converted = spec.target.startswith(CATALOG_PREFIX) or is_gguf(spec.target)
+    if not converted and not Path(spec.target).is_dir():
+        raise _bad(f"no model folder at {spec.target!r}")
+
+
+def _example_tasks(env) -> list:
+    """The environment's own ``examples/tasks.jsonl`` (none when it ships no examples)."""
+    from gymflow.data.task_files import load_tasks
+    from gymflow.rollout.examples import examples_folder
+
+    path = examples_folder(env) / "tasks.jsonl"
+    return list(load_tasks(env, path).values()) if path.is_file() else []
+
+
 def _gold_replay(env_name: str, tasks: list | None):
     """A :class:`ScriptedPolicy` saying each task's gold turns (found by the prompt's text)."""
     from gymflow.env.registry import get_env
@@ -147,7 +163,12 @@ def _gold_replay(env_name: str, tasks: list | None):
     except GymflowError as exc:
         raise _bad(f"scripted:{env_name}: {exc.detail}") from None
     if tasks is None:
-        raise _bad("a scripted policy needs the tasks it will be asked")
+        tasks = _example_tasks(env)
+    if not tasks:
+        raise _bad(
+            f"scripted:{env_name} needs the tasks it will be asked: give them (gymflow policy "
+            f"serve --tasks FILE), or add examples/tasks.jsonl to the environment"
+        )
     # Keyed as ScriptedPolicy sees a prompt; two tasks with one prompt get the first's turns.
     turns: dict[str, list[str]] = {}
     for task in tasks:

@@ -25,6 +25,7 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.policy.device import Device, trains_on_cpu
 from gymflow.train.checkpoint_choice import load_chosen
 from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
+from gymflow.train.sft_decision import SFTRun
 
 SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
 """The MLflow metric of every checkpoint-picking evaluation (step = the SFT step)."""
@@ -33,6 +34,13 @@ SAMPLED_SUCCESS_METRIC = "sft/val_sampled_success"
 class SFTSettings(BaseModel):
     model_config = {"extra": "forbid"}
 
+    run: SFTRun = Field(
+        "auto",
+        description='Whether SFT runs before GRPO: "auto" when the baseline\'s rate of '
+        "well-formed answers (the environment's format check, Environment.well_formed) is "
+        'under format_threshold on any environment; "always"; "never". The run says which '
+        "and why (summary.json's sft_decision, report.md, the terminal).",
+    )
     max_steps: int = Field(400, ge=1, description="Optimizer steps at most.")
     batch_size: int = Field(32, ge=1, description="Demonstrations per step.")
     learning_rate: float = Field(

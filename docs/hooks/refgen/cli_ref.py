@@ -187,10 +187,15 @@ def _section(c: Command) -> str:
     return "\n".join(lines)
 
 
+def _summary(text: str) -> str:
+    """A command's first paragraph, whole (a docstring wraps its first sentence over lines)."""
+    return " ".join(text.strip().split("\n\n")[0].split())
+
+
 def page() -> str:
     """The markdown of ``reference/cli.md``."""
     cmds = commands()
-    index = [[f"[`gymflow {c.path}`](#{_anchor(c.path)})", cell(c.help.strip().split("\n")[0])]
+    index = [[f"[`gymflow {c.path}`](#{_anchor(c.path)})", cell(_summary(c.help))]
              for c in cmds if c.path]  # fmt: skip
     return "\n".join(
         [

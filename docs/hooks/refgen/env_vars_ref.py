@@ -19,6 +19,13 @@ NOT_VARIABLES: dict[str, str] = {
 """``GYMFLOW_*`` names in the code that are not environment variables."""
 
 NOTES: dict[str, str] = {
+    "GYMFLOW_ENV_PATH": "Folders where gymflow looks for environment projects (a folder with a "
+    "`pyproject.toml` declaring the `gymflow.environments` entry point, as `gymflow env new` "
+    "writes), `:`-separated: each a project folder or a folder of them. The home's "
+    "sub-folders are always looked in; nothing needs installing.",
+    "GYMFLOW_SUPERVISED": "Set by `gymflow run` and `gymflow rerun` in the child process that "
+    "runs the lifecycle (so Ctrl-C reaches it only through the command, which stops it within "
+    "seconds). Not for users to set.",
     "GYMFLOW_HOME": "The project home: `mlruns/` (MLflow), `.prefect/`, `.cache/`, `runs/` and "
     "`evals/` live under it. Default: the current directory. Every command and both UIs of "
     "one home see the same runs.",

@@ -56,6 +56,9 @@ ADVICE: dict[str, str] = {
     # requests and infrastructure (raised or answered with a kind)
     "bad_request": "A request or input did not validate; the message names the field. Fix the "
     "caller's input (for a task at `/seed_session`: the task's ground truth).",
+    "unknown_task": "`gymflow verify`: a response line names a `task_id` the tasks file does "
+    "not hold. The line gets no reward (it is not in the mean) and the command exits 2 naming "
+    "the lines; check `--tasks` and `--format`, or the ids your harness wrote.",
     "unknown_session": "The session id is not on this server (never seeded, or the server or "
     "its replica restarted and lost it). Seed a new session; a collection completes such rows "
     "with `gymflow rollouts collect ... --retry-failed`.",

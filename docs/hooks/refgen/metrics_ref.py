@@ -351,25 +351,19 @@ NOTES: dict[str, str] = {
     "grpo_minus_control": "Held-out success of the GRPO policy minus the SFT control's.",
     "registered_version": "The registry version the promote stage registered.",
     "heldout.success": "Held-out success of the registered candidate (promote stage run).",
-    "heldout.valid_json": "Held-out valid-JSON rate of the registered candidate.",
+    "heldout.well_formed": "Held-out rate of well-formed answers (the environment's format check) of the registered candidate.",
     "heldout.unsafe_rate": "Held-out unsafe-action rate of the registered candidate.",
     "<candidate>_minus_champion": "A candidate's held-out success minus the champion's "
     "(`grpo`, `sft_control`), when the registry has a champion.",
-    "general/<name>/<label>_success": "Success on a general-capability set (`gate.general_envs`"
-    ", `gate.general_sets`) of a policy (`baseline`, `grpo`, `sft_control`).",
-    "general/<name>/<label>_delta_success": "A candidate's paired gain over the start on that "
-    "set …",
-    "general/<name>/<label>_delta_ci95_lo": "… and the 95 % CI of that gain, lower …",
-    "general/<name>/<label>_delta_ci95_hi": "… and upper bound.",
     "<env>/delta_success_<name>": "On a mix: a candidate's held-out gain over the start on one "
     "environment.",
     "<label>/<k>": "Every number of an evaluation's summary (`success`, `reward`, "
-    "`valid_json`, `unsafe_rate`, `turns`, `tokens`, latencies, counts) for the policy `label`: "
+    "`well_formed`, `unsafe_rate`, `turns`, `tokens`, latencies, counts) for the policy `label`: "
     "in the gate, each policy it evaluated on held-out tasks (`baseline`, `candidate`, "
     "`sft_control`, the champion); in older runs also baseline_eval's `current`.",
     "<label>/<name>/<k>": "The same per environment `name` of a mix.",
     "current/<k>": "baseline_eval: every number of the current policy's validation summary "
-    "(`valid_json` decides whether SFT runs).",
+    "(`well_formed` decides whether SFT runs).",
     "current/<name>/<k>": "The same per environment `name` of a mix.",
     "gate/tasks_used": "Held-out tasks the gate evaluated before it decided …",
     "gate/tasks_available": "… of the held-out tasks it had …",
@@ -433,7 +427,7 @@ NOTES: dict[str, str] = {
     "of the policy `label` (`policy`, `against`) on environment `env` (`overall` pooled); the "
     "same figures without the label on a registry version's logged model …",
     "<label>/<env>/reward": "… mean reward …",
-    "<label>/<env>/valid_json": "… valid-format rate …",
+    "<label>/<env>/well_formed": "… valid-format rate …",
     "<label>/<env>/unsafe_rate": "… unsafe-action rate …",
     "<label>/<env>/turns": "… mean turns per episode …",
     "<label>/<env>/tokens": "… mean tokens per episode …",
@@ -452,7 +446,7 @@ NOTES: dict[str, str] = {
     "<env>/success": "The same figures logged on a registry version's logged model "
     "(`models:/` policies): success …",
     "<env>/reward": "…",
-    "<env>/valid_json": "…",
+    "<env>/well_formed": "…",
     "<env>/unsafe_rate": "…",
     "<env>/turns": "…",
     "<env>/tokens": "…",
