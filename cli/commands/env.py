@@ -183,8 +183,8 @@ def env_serve(
         fail_with(exc)
     if not tasks and not trust_client_tasks:
         typer.echo(
-            f"warning: no --tasks: this server holds no tasks, so it refuses every session a "
-            f"client asks for; give --tasks FILE (e.g. the environment's examples/tasks.jsonl) "
+            "warning: no --tasks: this server holds no tasks, so it refuses every session a "
+            "client asks for; give --tasks FILE (e.g. the environment's examples/tasks.jsonl) "
             "or --trust-client-tasks",
             err=True,
         )

@@ -313,7 +313,7 @@ def _load_policy(spec: str, tasks: dict[str, list[Task]], home: Path):
 def _registered(spec: str, home: Path) -> RegisteredPolicy | None:
     """The registry version a ``models:`` spec names (None for any other spec)."""
     from gymflow.policy.registered import resolve
-    from gymflow.policy.spec import check_model_path, parse_spec
+    from gymflow.policy.spec import parse_spec
 
     parsed = parse_spec(spec)
     return resolve(parsed.target, home) if parsed.backend == "models" else None
