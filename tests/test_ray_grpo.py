@@ -91,7 +91,7 @@ class WeightsSeen(TrainerCallback):
         self.trainer.append(weights_digest(model.state_dict()))
 
     def on_step_end(self, args, state, control, **kw):
-        actors = self.source.ray.workers.actors
+        actors = self.source.backend.workers.workers.actors
         self.workers.append(ray.get([a.digest.remote() for a in actors]))
 
 
@@ -110,9 +110,11 @@ def test_grpo_trains_3_steps_on_ray_workers_that_hold_the_trainers_weights(
     for trainer, workers in zip(seen.trainer, seen.workers, strict=True):
         assert workers == [trainer, trainer]  # both workers sampled with the trainer's weights
     # the source's own record of each sync (one per step, before its rollouts) says the same
-    assert [s["step"] for s in source.ray.syncs] == [0, 1, 2]
-    assert [s["trainer"] for s in source.ray.syncs] == seen.trainer
-    assert source.ray.workers is None  # run_grpo stopped the workers when training ended
+    assert [s["step"] for s in source.backend.workers.syncs] == [0, 1, 2]
+    assert [s["trainer"] for s in source.backend.workers.syncs] == seen.trainer
+    assert (
+        source.backend.workers.workers is None
+    )  # run_grpo stopped the workers when training ended
 
     rows = read_parts(tmp_path / "rollouts")
     assert rows.height == 3 * 2 * 4
@@ -126,7 +128,7 @@ def test_ray_rollouts_are_stored_as_the_local_engines(cluster, setting, tmp_path
     """One step each way from the same start: the same files, schema, lineage, ids and seeds."""
     _train(setting, tmp_path / "local", _settings(max_steps=1))
     _, source = _train(setting, tmp_path / "ray", _settings(max_steps=1, engine="ray"))
-    assert len(source.ray.syncs) == 1
+    assert len(source.backend.workers.syncs) == 1
     local, on_ray = (read_parts(tmp_path / p / "rollouts") for p in ("local", "ray"))
     assert on_ray.schema == local.schema
     ids = ["rollout_id", "task_id", "group_id", "sample_idx", "seed", "used_for_training"]

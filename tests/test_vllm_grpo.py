@@ -74,23 +74,23 @@ def run(setting, tmp_path, **kw) -> tuple[dict, dict[int, float]]:
 
     def compare(episodes, used, step):
         rows.extend(episodes)
-        served = source.vllm.served
+        served = source.backend.engine.served
         prompt = episodes[0].prompt_ids
         sample = served.generate([prompt], 12, temperature=1.0, seed=[7])[0]
         mine = teacher_forced_logprobs(watch.model, prompt, sample.token_ids)
         gaps[step] = max(abs(a - b) for a, b in zip(sample.logprobs, mine, strict=True))
 
     source = RolloutSource(env, build_app(env), pool, settings, out_dir=tmp_path, on_batch=compare)
-    real_push = source.vllm.push
+    real_push = source.backend.engine.push
 
     def push(model):  # the sync of one step is left out
         if watch.step != SKIPPED_SYNC:
             real_push(model)
 
-    source.vllm.push = push
+    source.backend.engine.push = push
     result = run_grpo(base, tmp_path, source, settings, log_to_mlflow=False, callbacks=[watch])
     assert result["steps"] == 3 and len(rows) == 3 * 8
-    assert source.vllm.served is None  # the engine was stopped with the run
+    assert source.backend.engine.served is None  # the engine was stopped with the run
     assert all(len(e.logprobs) == len(e.completion_ids) > 0 for e in rows)
     return result, gaps
 

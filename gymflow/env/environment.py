@@ -20,10 +20,12 @@ The resources server (:mod:`gymflow.env.resources_server`) serves any subclass o
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any, ClassVar
 
 from gymflow.core.failures import FailureKind
@@ -184,3 +186,9 @@ class Environment(ABC):
     @property
     def tool_schemas(self) -> list[dict]:
         return [spec.schema for spec in self.tool_specs.values()]
+
+
+def examples_folder(env: Environment) -> Path:
+    """The ``examples/`` folder beside the module that defines the environment's class (its
+    ``tasks.jsonl`` and ``rollouts.jsonl``, :mod:`gymflow.rollout.examples`)."""
+    return Path(sys.modules[type(env).__module__].__file__).resolve().parent / "examples"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gymflow.core.machine import machine_line
+from gymflow.lifecycle.prefect_artifacts import markdown_artifact
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_plots import draw_plots
 from gymflow.lifecycle.stage_results import LifecycleResults
@@ -143,12 +144,4 @@ def publish_report(run: RunContext, results: LifecycleResults, summary: dict) ->
 
 
 def _prefect_artifact(markdown: str, run_id: str) -> None:
-    from prefect.context import FlowRunContext
-
-    if FlowRunContext.get() is None:
-        return
-    from prefect.artifacts import create_markdown_artifact
-
-    create_markdown_artifact(
-        markdown, key="run-report", description=f"The report of lifecycle run {run_id}"
-    )
+    markdown_artifact(markdown, "run-report", f"The report of lifecycle run {run_id}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from gymflow.lifecycle.prefect_artifacts import markdown_artifact
 from gymflow.lifecycle.ui_links import mlflow_run_url
 
 MAX_LOG_LINES = 40
@@ -40,7 +41,6 @@ def publish_stage(home: str, stage: str, run_id: str, mlflow_run_id: str, wall_s
     if TaskRunContext.get() is None:
         return
     import mlflow
-    from prefect.artifacts import create_markdown_artifact
     from prefect.logging import get_run_logger
 
     figures = stage_figures(mlflow_run_id)
@@ -51,9 +51,7 @@ def publish_stage(home: str, stage: str, run_id: str, mlflow_run_id: str, wall_s
         f"## {stage} — run `{run_id}`\n\nWall time {wall_s:.1f} s. "
         f"[MLflow stage run]({url})\n\n| figure | value |\n|---|---|\n{rows}\n"
     )
-    create_markdown_artifact(
-        markdown, key=f"stage-{_key(stage)}", description=f"{stage}: key figures of run {run_id}"
-    )
+    markdown_artifact(markdown, f"stage-{_key(stage)}", f"{stage}: key figures of run {run_id}")
     logger = get_run_logger()
     logger.info("%s: %d figures, %.1f s; MLflow %s", stage, len(figures), wall_s, url)
     for name, value in figures[:MAX_LOG_LINES]:

@@ -11,6 +11,7 @@ from gymflow.lifecycle.code_version import code_version
 from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.run_inputs import INPUTS_TAG, RunInputs
 from gymflow.lifecycle.stage_results import LifecycleResults
+from gymflow.train.grpo_metrics import zero_variance_share
 
 _RATES = ("success", "reward", "well_formed")
 
@@ -129,16 +130,6 @@ def _format_checks(config) -> dict[str, str]:
     from gymflow.env.registry import get_env
 
     return {name: get_env(name).format_rule() for name in config.env_weights}
-
-
-def zero_variance_share(dynamic_sampling: dict) -> float | None:
-    """The share of GRPO's groups (refills included) whose rewards were all equal.
-
-    >>> zero_variance_share({"groups_generated": 80, "groups_zero_variance": 20})
-    0.25
-    """
-    generated = dynamic_sampling.get("groups_generated") or 0
-    return dynamic_sampling.get("groups_zero_variance", 0) / generated if generated else None
 
 
 def preflight_line(summary: dict) -> str | None:

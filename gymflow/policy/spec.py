@@ -147,7 +147,7 @@ def check_model_path(spec: PolicySpec) -> None:
 def _example_tasks(env) -> list:
     """The environment's own ``examples/tasks.jsonl`` (none when it ships no examples)."""
     from gymflow.data.task_files import load_tasks
-    from gymflow.rollout.examples import examples_folder
+    from gymflow.env.environment import examples_folder
 
     path = examples_folder(env) / "tasks.jsonl"
     return list(load_tasks(env, path).values()) if path.is_file() else []

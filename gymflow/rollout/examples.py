@@ -26,7 +26,7 @@ from gymflow.core.jsonl import write_jsonl_atomic
 from gymflow.core.task_record import Task
 from gymflow.data.task_files import load_tasks
 from gymflow.env.client import EnvClient
-from gymflow.env.environment import Environment, Probe
+from gymflow.env.environment import Environment, Probe, examples_folder
 from gymflow.env.resources_server import build_app
 from gymflow.policy.scripted import ScriptedPolicy
 from gymflow.rollout.driver import run_episodes
@@ -52,11 +52,6 @@ def gold(env: Environment, task: Task) -> Script:
 def adversarial(task: Task, probe: Probe, *then: str) -> Script:
     """The probe's text as the first turn, then the turns ``then`` (e.g. ``"Done."``)."""
     return Script(task, [probe.text, *then], f"scripted-probe-{probe.name}")
-
-
-def examples_folder(env: Environment) -> Path:
-    """The ``examples/`` folder beside the module that defines the environment's class."""
-    return Path(sys.modules[type(env).__module__].__file__).resolve().parent / "examples"
 
 
 def task_row(env: Environment, task: Task) -> dict:

@@ -1,0 +1,33 @@
+"""Stage 0: resolve the policy the run starts from: a given path, the champion, or the embedded model."""
+
+from __future__ import annotations
+
+from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.lifecycle.embedded_corpus import corpus_key, embedded_corpus
+from gymflow.lifecycle.model_registry import champion_version, download_version
+from gymflow.lifecycle.run_context import RunContext, stage
+from gymflow.lifecycle.stage_results import ResolvedPolicy
+from gymflow.policy.checkpoints import checkpoint_folder
+from gymflow.policy.tiny_model import ensure_tiny_model
+
+
+def resolve_policy(run: RunContext, cfg: LifecycleConfig) -> ResolvedPolicy:
+    """The current policy: ``cfg.model_path`` if set, else the champion, else a fresh tiny model."""
+    import mlflow
+
+    with stage(run, "resolve_policy") as info:
+        name = cfg.model_name
+        if cfg.model_path:
+            # a folder as is; a .gguf file or catalog:NAME converted once into the cache
+            path = checkpoint_folder(cfg.model_path, run.cache_dir)
+            source, version = f"path {cfg.model_path}", None
+        elif (version := champion_version(name)) is not None:
+            path = download_version(name, version, run.dir / "policies" / f"champion-v{version}")
+            source = f"champion v{version}"
+        else:
+            path = ensure_tiny_model(
+                run.cache_dir, corpus_key(cfg), lambda: embedded_corpus(cfg), cfg.tiny_model
+            )
+            source = "embedded tiny model (random init)"
+        mlflow.log_params({"policy_source": source, "policy_path": str(path)})
+    return ResolvedPolicy(path=str(path), source=source, champion_version=version, stage=info)

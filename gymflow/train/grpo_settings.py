@@ -1,0 +1,203 @@
+"""GRPO's settings: every field of ``grpo.*`` in a run's config, each documented once.
+
+The loss variants, KL, reward scaling and LoRA are TRL's and PEFT's own; the settings only name
+them and refuse unknown values up front (TRL itself would fail only at the first loss). GSPO is
+``importance_sampling_level="sequence"`` with ``loss_type="grpo"``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from gymflow.agent.settings import ExternalAgentSettings
+from gymflow.policy.device import Device
+from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
+from gymflow.train.demo_loss import DemoLossSettings
+from gymflow.train.lr_schedule import Schedule
+from gymflow.train.readiness import PreflightSettings
+from gymflow.train.task_pool import TaskPoolSettings
+
+LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+"""The ``loss_type`` values TRL 1.16 implements (``GRPOTrainer._compute_loss``)."""
+
+
+class LoraSettings(BaseModel):
+    """A PEFT LoRA adapter on the policy; merged into the weights when training ends."""
+
+    model_config = {"extra": "forbid"}
+
+    r: int = Field(16, gt=0, description="Adapter rank.")
+    alpha: int = Field(32, gt=0, description="Scaling numerator (``lora_alpha``).")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Modules to adapt; ``all-linear`` = every linear but the head."
+    )
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=self.target_modules,
+            task_type="CAUSAL_LM",
+        )
+
+
+class GRPOSettings(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    max_steps: int = Field(
+        250, ge=1, description="Optimizer steps (the time budget may stop it first)."
+    )
+    prompts_per_step: int = Field(4, ge=1, description="Distinct tasks per step (B).")
+    num_generations: int = Field(
+        8, ge=2, description="Completions per task (G, the group size; 2 or more to compare)."
+    )
+    num_iterations: int = Field(
+        1,
+        ge=1,
+        description="Updates on each batch of rollouts (TRL's num_iterations, GRPO's mu): the "
+        "batch sampled at one step is trained on again at the next mu - 1 steps, through the "
+        "clipped ratio to the policy that sampled it; 1: every step samples its own.",
+    )
+    learning_rate: float = Field(5e-4, gt=0.0, le=1.0, description="Peak learning rate.")
+    lr_schedule: Schedule = Field(
+        "cosine",
+        description="How the learning rate falls from its peak to about 0 when the run ends, "
+        "at max_steps or at time_budget_s, whichever is further along (gymflow.train.lr_schedule).",
+    )
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="Steps over which the learning rate ramps up linearly to the schedule's "
+        "(gymflow.train.lr_schedule.warmup); 0: the first step trains at the peak.",
+    )
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
+    loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description='"sequence" with loss_type "grpo" is GSPO.'
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description='Advantage scaling; Dr. GRPO uses "none".'
+    )
+    lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
+    epsilon_high: float = Field(0.28, gt=0.0, description="Upper clip (DAPO clip-higher).")
+    temperature: float = Field(
+        1.1,
+        gt=0.0,
+        le=5.0,
+        description="Rollout sampling temperature (TRL scales the loss's logits to match).",
+    )
+    max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1, description="Tokens per model turn.")
+    dynamic_sampling: bool = Field(
+        True, description="Replace zero-variance groups with fresh ones."
+    )
+    max_resample_rounds: int = Field(2, ge=0, description="Replacement rounds per batch at most.")
+    task_sampling: Literal["uniform", "difficulty"] = Field(
+        "difficulty",
+        description='Which tasks a step draws: "uniform" (TRL\'s shuffled dataset) or '
+        '"difficulty" (a pool that tracks pass rates, gymflow.train.task_pool; a run on '
+        'several environments, which the pool does not weigh, falls back to "uniform").',
+    )
+    task_pool: TaskPoolSettings = Field(
+        default_factory=TaskPoolSettings, description='The "difficulty" pool\'s weights.'
+    )
+    preflight: PreflightSettings | None = Field(
+        default_factory=PreflightSettings,
+        description="Before the first step: pass@1, pass@G and the expected zero-variance "
+        "share of the start on a sample of the pool, a verdict against the learnable band, "
+        "and the curriculum's levels (gymflow.train.readiness); null: no preflight.",
+    )
+    demo_loss: DemoLossSettings | None = Field(
+        default_factory=DemoLossSettings,
+        description="Add an SFT loss on the run's demonstrations to every step "
+        "(gymflow.train.demo_loss); null: the verifier's reward only.",
+    )
+    share_prompts: bool = Field(
+        True,
+        description="Run each group's shared prompt once in the loss forward "
+        "(gymflow.train.shared_prompt), and the demo loss's common prefix once "
+        "(gymflow.train.shared_prefix): TRL's log-probs and gradients, less compute.",
+    )
+    validate_every: int | None = Field(
+        25,
+        ge=1,
+        description="Score greedy validation success every N steps and at the last; the best "
+        "step is the policy GRPO hands on (None: the last step, nothing scored).",
+    )
+    validate_tasks: int | None = Field(
+        None,
+        ge=1,
+        description="Validation tasks the checkpoint rule scores, for GRPO and its control "
+        "alike: the first N of the val split, each environment its share; more than the "
+        "split holds: all of it (None: val_eval_n, the tasks SFT's sampled check scores).",
+    )
+    vllm: Literal["off", "colocate", "server", "managed"] = Field(
+        "off",
+        description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
+        'process ("colocate") or a `trl vllm-serve` server ("server"); TRL syncs the weights '
+        'before each rollout batch. "managed": a `vllm serve` process gymflow starts from the '
+        "vLLM environment (make setup-vllm; CPU or GPU) and syncs before each batch, full "
+        "weights or the LoRA adapter (gymflow.policy.vllm_sync). Off: the training model "
+        "generates (CPU path).",
+    )
+    vllm_server_url: str | None = Field(None, description='"server" mode: the server\'s URL.')
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0.0, le=1.0, description='"colocate" mode: the GPU share vLLM may take.'
+    )
+    save_every: int = Field(20, ge=1, description="Checkpoint every N steps (resume point).")
+    time_budget_s: float | None = Field(
+        300.0,
+        gt=0.0,
+        description="Stop after this much training wall time, earlier attempts' included (None: "
+        "no limit). It ends the embedded default on a 2-core CPU, its SFT control training "
+        "beside it; how it was chosen: the Results log (docs/results/default.md).",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute activations in the backward pass: activation memory falls by "
+        "more than half for a second forward pass; for a real model's long prompts on a CPU "
+        "(docs/how-to/your-checkpoint.md).",
+    )
+    device: Device = Field(
+        "auto",
+        description="Where GRPO trains (and, without vLLM, rolls out): auto = CUDA when torch "
+        'sees a GPU, else the CPU. vLLM needs the GPU: not "cpu" with vllm.',
+    )
+    seed: int = Field(0, description="Trainer and sampling seed.")
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description='Where rollouts run: "local" (the trainer\'s process) or "ray" (Ray rollout '
+        "workers, gymflow.train.ray_rollouts: the trainer's weights are synced to them through "
+        "the object store before each step; the rows are stored here the same way). Not with "
+        "lora or vllm.",
+    )
+    ray_workers: int = Field(2, ge=1, description='"ray": rollout workers (Ray actors).')
+    ray_address: str | None = Field(
+        None, description='"ray": a running cluster (default: a local one, started and stopped).'
+    )
+    agents: ExternalAgentSettings | None = Field(
+        None,
+        description="Roll out with external agent programs (LangGraph, the OpenAI Agents SDK, "
+        "any code with an OpenAI client) instead of the episode driver: the policy being "
+        "trained is served behind gymflow's capturing proxy and each program is pointed at it "
+        '(gymflow.agent.training). Not with engine "ray" or vllm.',
+    )
+
+    @model_validator(mode="after")
+    def _ray_engine_alone(self) -> GRPOSettings:
+        if self.agents is not None and (self.engine == "ray" or self.vllm != "off"):
+            raise ValueError('agents roll out through this process: engine "local", vllm "off"')
+        if self.engine == "local" and self.ray_address:
+            raise ValueError('ray_address is for engine "ray"')
+        if self.engine == "ray" and (self.lora is not None or self.vllm != "off"):
+            raise ValueError('engine "ray" rolls out full transformers weights: no lora, no vllm')
+        if self.vllm in ("colocate", "server") and self.device == "cpu":
+            raise ValueError(
+                'TRL\'s vllm modes need the GPU: set device "auto" or "cuda", or vllm "managed"'
+            )
+        return self
