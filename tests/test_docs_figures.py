@@ -73,6 +73,12 @@ def test_readme_figures_match_their_source():
     assert figures_mod.check_marked(README, FIGURES) == []
 
 
+def test_benchmark_readme_figures_match_their_source():
+    readme = (ROOT / "benchmarks/README.md").read_text(encoding="utf-8")
+    assert figures_mod.marked(readme), "benchmarks/README.md marks its current figures"
+    assert figures_mod.check_marked(readme, FIGURES) == []
+
+
 def test_readme_quotes_the_front_door_figures():
     quoted = {name for name, _ in figures_mod.marked(README)}
     assert quoted >= QUOTED_BY_README, f"not marked in README: {QUOTED_BY_README - quoted}"

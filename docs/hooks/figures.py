@@ -14,7 +14,9 @@ against its source, and ``python docs/hooks/figures.py --write README.md`` rewri
 
 How a value reads, by its ``unit``: ``s`` as ``9 min 6 s``; ``points`` as ``+1.9`` or, for
 ``[mean, low, high]``, ``+1.9 [−1.7, +5.4]``; ``points_range`` ``[low, high]`` as
-``+15.7 to +30.6``; ``count`` as ``1,311``; ``GiB`` as ``3.1 GiB``; anything else as written.
+``+15.7 to +30.6``; ``count`` as ``1,311``; ``GiB`` as ``3.1 GiB``; ``seconds`` and ``ms`` as
+``0.153 s`` and ``2 ms``; ``per_s`` as ``1,543/s``; ``x`` (a speed-up) as ``3.94×``; ``share``
+(0–1) as ``2.4 %``; anything else as written.
 """
 
 from __future__ import annotations
@@ -101,6 +103,16 @@ def text(figure: dict) -> str:
         return f"{int(value):,}"
     if unit == "GiB":
         return f"{_fixed(value, False)} GiB"
+    if unit == "seconds":
+        return f"{value:g} s"
+    if unit == "ms":
+        return f"{value:g} ms"
+    if unit == "per_s":
+        return f"{value:,.0f}/s" if value >= 100 else f"{value:g}/s"
+    if unit == "x":
+        return f"{value:g}\u00d7"
+    if unit == "share":
+        return f"{_fixed(100 * value, False)} %"
     return str(value)
 
 
@@ -131,6 +143,11 @@ _SHAPES = {
     "points_range": r"[+\u2212-]?\d[\d.]* to [+\u2212-]?\d[\d.]*",
     "count": r"\d[\d,]*",
     "GiB": r"\d[\d.]* GiB",
+    "seconds": r"\d[\d.]* s",
+    "ms": r"\d[\d.]* ms",
+    "per_s": r"\d[\d.,]*/s",
+    "x": r"\d[\d.]*\u00d7",
+    "share": r"\d[\d.]* %",
 }
 """What a figure of each unit looks like in text, to find it right before its marker."""
 

@@ -222,6 +222,8 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs each; the best counts")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.rollouts, args.repeats = 8, 1
     load = os.getloadavg()
     tasks = tasks_once()
     procs: list[subprocess.Popen] = []

@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=40, help="HumanEval tasks to verify")
     parser.add_argument("--kernel-layer", choices=("on", "off"), default="on")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.n = 2
     tier = sandbox.resolve(args.isolation)
     if args.kernel_layer == "off":  # the price of Landlock + seccomp, measured by leaving them out
         os.environ[kernel_layer.INSECURE_ENV] = "1"

@@ -106,6 +106,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000, help="prompts per set")
     parser.add_argument("--planted", type=int, default=1000, help="rewordings planted per set")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.n, args.planted = 400, 10
     rng = random.Random(7)
     result = {}
     for name, make in (

@@ -152,6 +152,8 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=800)
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.requests, args.rollouts, args.concurrency = 40, 16, 4
 
     proc, url, ready_s = start_server("counter")
     try:
@@ -179,7 +181,7 @@ def main() -> None:
     finally:
         proc2.terminate()
         proc2.wait(timeout=10)
-    live_mb, after_mb = session_memory_mb()
+    live_mb, after_mb = session_memory_mb(200 if args.smoke else 10_000)
     result["sessions_10k_mb_live"], result["sessions_10k_mb_after_close"] = live_mb, after_mb
     result["import_s"] = import_time()
     result = {k: round(v, 4) for k, v in result.items()}

@@ -156,6 +156,8 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=256)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.sessions, args.in_flight, args.workers = 40, 8, [1]
     result = {f"workers_{n}": layout(n, args.sessions, args.in_flight) for n in args.workers}
     emit(result, args.out, args.json)
 

@@ -77,6 +77,8 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--per-source", type=int, default=100, help="tasks per source")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.per_source = 3
     started = time.perf_counter()
     result = {
         "verify_cpu_ms": measure(args.per_source),

@@ -78,6 +78,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100, help="samples per environment")
     parser.add_argument("--envs", default="", help="comma-separated names (default: all)")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.samples, args.envs = 10, "counter"
     from gymflow.env.loopback import serve_on_loopback
     from gymflow.env.registry import list_envs
     from gymflow.environments.judge.reference_judge import reference_judge_app

@@ -86,6 +86,8 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--repeat", type=int, default=3, help="passes over the 690 tasks")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.repeat = 1
 
     env = WorkplaceEnvironment()
     tasks = workbench_tasks()

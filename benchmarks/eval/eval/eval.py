@@ -114,6 +114,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per measurement")
     parser.add_argument("--with-mlflow", action="store_true", help="also log each run to MLflow")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.repeats = 1
     home = args.home.resolve()
     spec, what = pick_policy(home, args.policy)
     load_before = os.getloadavg()

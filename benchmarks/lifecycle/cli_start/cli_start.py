@@ -70,6 +70,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15, help="measured runs per command")
     parser.add_argument("--subcommand", default="run", help="the subcommand whose --help to time")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.runs = 2
     load_before = os.getloadavg()
     python = timed([sys.executable, "-c", "pass"], args.runs)
     top = timed([str(GYMFLOW), "--help"], args.runs)

@@ -100,7 +100,8 @@ def run_seed(
     home = Path(tempfile.mkdtemp(prefix=f"seed{seed}-", dir=work))
     gymflow = str(Path(sys.executable).parent / "gymflow")
     cmd = [gymflow, "run", "--seed", str(seed), *(["--config", str(config)] if config else [])]
-    cmd += [arg for kv in sets for arg in ("--set", kv)]
+    cmd += ["--smoke"] if "__smoke__" in sets else []
+    cmd += [arg for kv in sets if kv != "__smoke__" for arg in ("--set", kv)]
     started = time.monotonic()
     with (home / "run.log").open("w") as log:
         done = subprocess.run(cmd, env=os.environ | {"GYMFLOW_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT, cwd=home)  # fmt: skip
@@ -171,6 +172,8 @@ def main() -> None:
     parser.add_argument("--full-heldout", action="store_true",
                         help="also GRPO against the start and the control on every held-out task")  # fmt: skip
     args = parser.parse_args()
+    if args.smoke:  # one seed on the lifecycle's reduced budget: every code path, minutes
+        args.seeds, args.sets = "0", [*args.sets, "__smoke__"]
     work = args.work or Path(tempfile.mkdtemp(prefix="default-seeds-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = [row for f in args.earlier for row in json.loads(f.read_text())["seeds"]]

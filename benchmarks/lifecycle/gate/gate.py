@@ -232,6 +232,8 @@ def main() -> None:
     parser.add_argument("--check", type=int, default=200, help="of them, checked with run_heldout")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.sims, args.check = 200, 4
     load = os.getloadavg()
     started = time.time()
     runs = [replay(run, args.seed) for run in args.runs]

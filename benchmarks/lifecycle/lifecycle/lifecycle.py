@@ -129,7 +129,6 @@ def measure(summary: dict, started: float, ended: float) -> dict:
 
 def main() -> None:
     parser = arguments(__doc__)
-    parser.add_argument("--smoke", action="store_true", help="the reduced budget of --smoke")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--runs", type=int, default=1, help="runs one after another, one home")
     parser.add_argument(

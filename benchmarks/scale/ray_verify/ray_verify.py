@@ -94,6 +94,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.workers, args.tasks, args.rounds = 1, 4, 1
     load_before = os.getloadavg()
 
     from gymflow.core.ray_cluster import ray_cluster

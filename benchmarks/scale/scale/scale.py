@@ -170,6 +170,8 @@ def main() -> None:
         help="also ray_N with parts of one worker's window (ray_N_small_parts), for comparison",
     )
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.workers, args.envs, args.tasks, args.repeats, args.rounds = "1", "counter", 4, 1, 1
     counts = [int(n) for n in args.workers.split(",")]
     names = args.envs.split(",")
     from gymflow.core.ray_cluster import ray_cluster

@@ -134,6 +134,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.tasks, args.repeats, args.concurrency = 4, 1, 4
     env = MixedLatencyCounter()
     tasks = build_tasks(env, args.tasks * 4, seed=3, heldout_frac=0.0, val_frac=0.0)
     # one task per prompt (the scripted gold policy finds a task by its prompt)

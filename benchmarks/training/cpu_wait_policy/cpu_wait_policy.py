@@ -82,6 +82,8 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="best of N per setting")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.repeats = 1
     results = {}
     for busy in (False, True):
         for policy in (None, "PASSIVE"):

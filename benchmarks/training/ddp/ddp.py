@@ -54,6 +54,8 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--steps", type=int, default=6, help="optimizer steps per run")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.steps = 2
     load_before = os.getloadavg()
     env = get_env("counter")
     result = {"benchmark": "ddp", "steps": args.steps, "backend": "gloo (CPU)"}

@@ -90,6 +90,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (GRPO's: 1)")
     parser.add_argument("--repeats", type=int, default=12)
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.prompts, args.group, args.max_new, args.repeats = 1, 2, 4, 1
     torch.set_num_threads(args.threads)
     from gymflow.data.task_set import build_tasks
     from gymflow.env.registry import get_env

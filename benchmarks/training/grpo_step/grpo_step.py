@@ -341,6 +341,8 @@ def main() -> None:
         help="where the tiny model and its SFT are cached",
     )
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.steps, args.repeats = 1, 1
     from gymflow.lifecycle.home import quiet_libraries
 
     quiet_libraries()

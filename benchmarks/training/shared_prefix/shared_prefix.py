@@ -174,6 +174,8 @@ def main() -> None:
     )
     parser.add_argument("--one-step", help=argparse.SUPPRESS)  # --peak-memory's child
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.repeats, args.batches = 1, "4"
     torch.set_num_threads(args.threads)
     from gymflow.lifecycle.home import quiet_libraries
 

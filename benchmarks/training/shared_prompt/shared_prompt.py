@@ -128,6 +128,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a run's GRPO: 1)")
     args = parser.parse_args()
+    if args.smoke:  # the smallest sizes that run every code path (tests)
+        args.repeats = 1
     torch.set_num_threads(args.threads)
     from gymflow.lifecycle.home import quiet_libraries
 
@@ -135,7 +137,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir = tiny_model(work / "cache")
-        rows = [measure(model_dir, work, shape, args.repeats) for shape in SHAPES]
+        shapes = [(2, 2)] if args.smoke else SHAPES
+        rows = [measure(model_dir, work, shape, args.repeats) for shape in shapes]
     emit(
         {
             "benchmark": "shared_prompt",
