@@ -23,7 +23,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # its module fixtures (whole lifecycle runs) run once. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test setup setup-dev setup-vllm fetch-model fetch-data lint clean
+.PHONY: run test docs setup setup-dev setup-vllm fetch-model fetch-data lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -107,6 +107,15 @@ test: $(DEV_STAMP)
 	$(BIN)/gymflow tasks fetch bfcl >/dev/null || echo "warning: gymflow tasks fetch bfcl failed"
 	$(MAKE) --no-print-directory setup-vllm || echo "warning: make setup-vllm failed: the vLLM tests skip and say why"
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The manual, served on http://127.0.0.1:8000 (DOCS_ADDR=HOST:PORT for another address). mkdocs and
+# its plugins are the docs extra (dev holds them too): installed here when `make run` installed only
+# the runtime.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs: $(STAMP)
+	$(BIN)/python -c "import mkdocs, material, mkdocstrings_handlers.python" 2>/dev/null || \
+	  $(UV) -c constraints.txt -e ".[docs]" || $(BIN)/pip install -q -c constraints.txt -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) mlruns .prefect .cache runs site

@@ -1,6 +1,7 @@
 """The load benchmark's workload, small, in CI: many sessions live at once over real HTTP against
 one server and against two replicas — no request fails, every gold verify scores 1, and every
-session is closed afterwards. The 10,000-session figures come from ``benchmarks/load.py``."""
+session is closed afterwards. The 10,000-session figures come from
+``benchmarks/env/load/load.py``."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from gymflow.env.registry import get_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.env_server import start_server  # noqa: E402
-from benchmarks.load import ENV, rss_mb, wave  # noqa: E402
+from benchmarks.common import start_server  # noqa: E402
+from benchmarks.env.load.load import ENV, rss_mb, wave  # noqa: E402
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
-from refgen import cli_ref, config_ref, env_vars_ref, errors_ref, metrics_ref
+from refgen import cli_ref, config_ref, env_vars_ref, errors_ref, metrics_ref, outputs_ref
 
 log = logging.getLogger("mkdocs.hooks.reference_pages")
 
@@ -29,6 +29,7 @@ PAGES = {
     "reference/errors.md": errors_ref,
     "reference/metrics.md": metrics_ref,
     "reference/environment-variables.md": env_vars_ref,
+    "reference/outputs.md": outputs_ref,
 }
 """Generated page -> the module that renders it (``page()``) and checks it (``problems()``)."""
 
