@@ -77,7 +77,7 @@ def one_run(
 ) -> dict:
     """Every arm from ``run``'s start at once (a process each), then scored."""
     from gymflow.eval.compare import paired_differences
-    from gymflow.lifecycle.summary import zero_variance_share
+    from gymflow.train.grpo_metrics import zero_variance_share
 
     procs = {}
     for name, fields in arms.items():

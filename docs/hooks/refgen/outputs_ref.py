@@ -122,11 +122,17 @@ SUMMARY_KEYS: dict[str, str] = {
     "machine": "CPU (model, widest vector unit), cores, memory, load, Python and PyTorch.",
     "stages": "Each stage's wall seconds.",
     "policy_start": "Where the start came from: `model_path`, the champion or the embedded model.",
-    "sft_ran": "Whether SFT ran (it does when the baseline's valid-format rate is low).",
+    "sft_ran": "Whether SFT ran.",
+    "sft_decision": "Whether SFT ran (`ran`) and why (`reason`): `sft.run`, or the baseline's "
+    "rate of well-formed answers per environment against `format_threshold`.",
+    "sft_decision.ran": "True when SFT ran before GRPO.",
+    "sft_decision.reason": "The sentence that says why, as the terminal and `report.md` show it.",
+    "format_check": "Each environment's format check (`Environment.well_formed`) in words: what "
+    "the well-formed rate, the SFT decision and the gate's guardrail measure.",
     "heldout": "The held-out table: `n`, `baseline` and `candidate` rates with 95 % CIs, "
     "`delta_success` and its `ci95`, `per_env` for a mix.",
     "heldout.n": "Held-out tasks the gate evaluated.",
-    "heldout.baseline": "The start's success, reward and valid-JSON rate with 95 % CIs.",
+    "heldout.baseline": "The start's success, reward and well-formed rate with 95 % CIs.",
     "heldout.candidate": "The GRPO policy's rates.",
     "heldout.delta_success": "GRPO − start, paired, in success rate.",
     "heldout.ci95": "Its 95 % CI.",
@@ -151,6 +157,8 @@ SUMMARY_KEYS: dict[str, str] = {
     "grpo.stopped_by": "What ended it: its step cap, its time budget, the run's budget.",
     "grpo.samples": "Completions sampled.",
     "grpo.zero_variance_share": "The share of groups whose rewards were all equal.",
+    "grpo.episodes_by": "Who played GRPO's episodes: gymflow's agent loop, or the agent "
+    "programs named (`grpo.agents`).",
     "grpo.preflight": "The RL-readiness preflight ([Will GRPO learn from this "
     "start?](../how-to/rl-readiness.md)).",
     "sft": "SFT, when it ran: `steps`, `wall_s`, `demos`, its validation `history`, "
