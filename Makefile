@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 # uv trusts the platform's certificate store, as pip does: behind a TLS-inspecting proxy (whose CA
 # only the system store holds) uv's own roots refuse the registry, and the install falls back to
-# pip at ~60 s more (a clean shell here, without SSL_CERT_FILE, 2026-11-29). UV_NATIVE_TLS is the
+# pip at about a minute more (a shell without SSL_CERT_FILE). UV_NATIVE_TLS is the
 # older uv's name for the same switch.
 UV := UV_SYSTEM_CERTS=1 UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --python $(BIN)/python
 # vLLM's CPU build lives in its own environment: it pins fastapi<0.137, Prefect needs >=0.139.
@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip uv
 	# torch first, PyTorch's CPU build, so nothing later pulls CUDA wheels: PyPI's Linux torch is
-	# the CUDA build (a 6.4 GB venv against 2.0 GB, 2026-11-29). From pip's own sources first (a
+	# the CUDA build (a venv three times the size). From pip's own sources first (a
 	# machine's local wheel or mirror: pip reads its configuration, uv none), else PyTorch's CPU
 	# index, else, said in a warning, PyPI's CUDA build, which runs on a CPU too.
 	$(BIN)/pip install -q --no-compile -c constraints.txt torch==$(TORCH_CPU) 2>/dev/null || \
@@ -38,11 +38,11 @@ $(STAMP): pyproject.toml constraints.txt
 	  { echo "warning: PyTorch's CPU build (torch==$(TORCH_CPU)) is in neither pip's sources nor" \
 	      "$(TORCH_CPU_INDEX): installing PyPI's torch==2.13.0, the CUDA build (~4 GB more)"; \
 	    $(BIN)/pip install -q --no-compile -c constraints.txt torch==2.13.0; }
-	# The rest with uv, which keeps that torch: 12 s here against pip's ~60 s (2026-11-28). pip
+	# The rest with uv, which keeps that torch: several times faster than pip. pip
 	# if uv cannot.
 	$(UV) -c constraints.txt -e . || $(BIN)/pip install -q --no-compile -c constraints.txt -e .
-	# Bytecode for what a run imports, not for every module installed: ~35 s against 53 s for
-	# compiling everything, on the 2-core AVX2 machine (gymflow/core/bytecode.py).
+	# Bytecode for what a run imports, not for every module installed: quicker than compiling
+	# everything (gymflow/core/bytecode.py).
 	$(BIN)/python -m gymflow.core.bytecode
 	# bubblewrap: the code environment's strongest sandbox tier. Best effort (root + apt only);
 	# without it the sandbox falls back to a network namespace and says so in a warning.

@@ -12,12 +12,11 @@ import ast
 from pathlib import Path
 
 import pytest
+from layers import LAYERS  # tests/ is on the path
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "gymflow"
 APP = ("cli", "flows", "tasks", "deployments")
-LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle"]
-"""Bottom to top: each package may import itself and those before it, never those after."""
 
 
 def _module_name(path: Path) -> str:

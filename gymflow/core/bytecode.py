@@ -3,10 +3,9 @@
 ``make setup`` installs without compiling and then runs this, so a first ``gymflow run`` starts
 as fast as later ones without the install compiling every module of every package: most of
 torch, transformers (hundreds of model families), MLflow and Prefect are never imported by a
-run. Measured on the 2-core AVX2 machine (2026-11-28): compiling everything (``compileall`` on
-the environment after torch, then uv's ``--compile-bytecode`` for the rest) took 17 + 36 s;
-importing what a run imports, two processes at a time, writes the same modules' bytecode in
-~35 s. The suite's setup (``make test``) still compiles everything: tests import far more.
+run. Importing what a run imports, one process per core, writes those modules' bytecode in
+less time than compiling the whole environment (the install's time is in the Results log).
+The suite's setup (``make test``) still compiles everything: tests import far more.
 
 Python writes a module's bytecode when it first imports it, so importing is compiling: the
 groups below run in parallel processes (one per core), then the project's own stages, which

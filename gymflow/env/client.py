@@ -13,8 +13,8 @@ or read from the worker index in a generated session id).
 
 Transports (a request here is a few hundred microseconds of work, so the client's own cost
 decides rollouts/s over loopback): in-process calls the ASGI app directly with one scope
-dict (httpx's ``ASGITransport`` cost ~1 ms a call); HTTP uses aiohttp, ~0.3 ms of client CPU
-a request where httpx took ~1.9 ms (measured on the same server, see benchmarks/).
+dict (httpx's ``ASGITransport`` costs several times more a call); HTTP uses aiohttp, whose
+client CPU per request is a fraction of httpx's (``benchmarks/`` measures both).
 """
 
 from __future__ import annotations

@@ -161,8 +161,8 @@ def _restarted(ray, actor, stopping, wait_s: float = RESTART_WAIT_S) -> bool:
 
     Why wait: a call to an actor Ray is still restarting fails at once with
     ``ActorUnavailableError``, a ``RayActorError`` like a death; serving again straight away
-    counted each of those as another death, and on a slower machine (an emulated AVX2 run, a
-    restart of several seconds) one kill used up every ``max_restarts`` and stopped the server.
+    counted each of those as another death, and where a restart takes several seconds (a slow
+    machine) one kill used up every ``max_restarts`` and stopped the server.
     """
     deadline = time.monotonic() + wait_s
     while not stopping() and time.monotonic() < deadline:

@@ -96,8 +96,7 @@ class LifecycleConfig(BaseModel):
         45.0,
         ge=0.0,
         description="With run_budget_s: the seconds kept for the held-out gate, the registry "
-        "and the report after GRPO (the default's took 20-25 s on the AVX-512 machine, "
-        "2026-11-28).",
+        "and the report after GRPO (the default's take well under this on a 2-core CPU).",
     )
     control_beside_grpo: bool = Field(
         True,

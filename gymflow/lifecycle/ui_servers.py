@@ -135,8 +135,8 @@ class UIServers:
 
     def _mlflow(self) -> list[str]:
         """MLflow's app under uvicorn, configured as ``mlflow server`` configures it: that
-        command's own start-up (its CLI, store checks, job runner) cost ~4x the CPU and wall
-        time of the app itself here (17-20 s against 4.3 s while the machine was busy)."""
+        command's own start-up (its CLI, store checks, job runner) costs several times the CPU
+        and wall time of the app itself."""
         return [
             sys.executable, "-m", "uvicorn", "--host", HOST, "--port", str(self.mlflow_port),
             "--workers", "1", "--log-level", "warning", "mlflow.server.fastapi_app:app",

@@ -3,8 +3,8 @@
 transformers' ``DynamicCache`` grows by ``torch.cat``, copying every layer's whole cache at
 every generated token: ``aten::cat`` was ~40 % of the CPU time of GRPO's rollouts in one
 profile of the embedded default (32 rows × up to 48 tokens on ~78-token prompts). What that
-copying costs varies with the machine's memory traffic: ``benchmarks/decode_cache.py`` measured
-2–16 % less per call on the embedded default and 8 % on SmolLM2-135M (2026-11-28, AVX2).
+copying costs varies with the machine's memory traffic (``benchmarks/`` measures it; the figures
+are in the Results log).
 transformers' own ``StaticCache`` writes each token in place and attends over its preallocated
 width, masked; what it lacks is a way in for a cache that was prefilled elsewhere (the
 shared-prefix prefill of :mod:`gymflow.policy.transformers_backend`), which is the one function

@@ -2,8 +2,8 @@
 further along (``GRPOSettings.lr_schedule``).
 
 GRPO stops at ``max_steps`` or at its time budget, whichever comes first, and which one it is
-depends on the machine (on the 2026-11-25 evening machine the budget stopped the default after
-98–112 of its steps; on a faster one the cap stops it). A schedule by steps alone (TRL's
+depends on the machine (on a slow one the budget stops the default well before its step cap;
+on a fast one the cap stops it). A schedule by steps alone (TRL's
 ``lr_scheduler_type``) would still be part-way down when a slow machine's budget ends the run:
 cosine at step 130 of 250 is still at 47 % of the peak. Here the run's progress is
 ``max(step / max_steps, trained seconds / time_budget_s − 0.05)`` — the seconds from
@@ -17,9 +17,8 @@ any scheduler's is).
 ``warmup_steps`` ramps the rate up linearly over the first steps, on top of the schedule (the
 first step at ``1 / warmup_steps`` of it). A fresh Adam's first updates move every weight by
 about the learning rate whatever its gradient's size, and the trainer's optimizer is fresh at
-GRPO's start: three steps at the default's peak took one SFT start from 0.566 to 0.487 on the
-held-out tasks (2026-11-28). Off by default: ten warm-up steps did not change where 150 steps
-end, on five starts (``benchmarks/grpo_from_starts.py``, docs/tuning.md).
+GRPO's start, so its first steps at the peak can undo some of SFT's work. Off by default: a
+warm-up did not change where the default's runs end (the Results log, docs/tuning.md).
 """
 
 from __future__ import annotations

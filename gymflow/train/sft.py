@@ -62,15 +62,14 @@ class SFTSettings(BaseModel):
         gt=0.0,
         le=5.0,
         description="Temperature of the sampled validation that stops SFT (and picks the SFT "
-        "control's checkpoint). Its own setting, not GRPO's: when it followed GRPO's T 1.2 "
-        "(the 2026-11-26 default), a start that samples 0.3 at T 1.0 handed over 125 steps "
-        "later, to a start GRPO gained 7 points on instead of ~20 (docs/tuning.md).",
+        "control's checkpoint). Its own setting, not GRPO's: a hotter check hands GRPO a start "
+        "trained much longer, one GRPO gains far less on (docs/tuning.md).",
     )
     gradient_checkpointing: bool = Field(
         False,
-        description="Recompute activations in the backward pass. SmolLM2-135M on CPU holds "
-        "~2.8 MB per trained token without it (4 × 405 tokens: 5.0 GB), ~1.1 MB with it "
-        "(16 × 405: 7.7 GB; the rest is the 49,152-wide logits); costs a second forward pass.",
+        description="Recompute activations in the backward pass: activation memory falls by "
+        "more than half for a second forward pass; for a real model's long prompts on a CPU "
+        "(docs/how-to/your-checkpoint.md).",
     )
     share_prefix: bool = Field(
         True,
@@ -86,9 +85,8 @@ class SFTSettings(BaseModel):
         gt=0.0,
         description="Stop after this much training wall time, earlier attempts' included "
         "(None: no limit). A cap for a slow CPU, above what the embedded default needs to "
-        "reach target_sampled_success (124-131 s on the AVX-512 machine, 181 s on the AVX2 "
-        "one): a start cut short of the target hands GRPO a policy that barely formats "
-        "(120 s gave held-out success 0.00-0.03 on seeds 10 and 11; docs/tuning.md).",
+        "reach target_sampled_success on a 2-core CPU: a start cut short of the target hands "
+        "GRPO a policy that barely formats (docs/tuning.md).",
     )
     seed: int = Field(0, description="Shuffling and init seed.")
 
