@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from grpo_kill_child import GradedCounter
 from transformers import TrainerCallback
 
 from gymflow.core.scoring import Score
+from gymflow.environments.counter.environment import CounterEnvironment
+
+
+class GradedCounter(CounterEnvironment):
+    """counter scored by the share of digits in the answer: rewards vary for a random policy."""
+
+    def verify(self, task, items) -> Score:
+        answers = [it for it in items if it.get("type") == "message"]
+        text = answers[-1]["content"] if answers else ""
+        share = sum(c.isdigit() for c in text) / len(text) if text else 0.0
+        return Score(share, False, None, {"digits": share}, "graded for tests")
 
 
 class PassingCounter(GradedCounter):

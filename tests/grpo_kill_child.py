@@ -13,24 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+from graded_counter import GradedCounter  # tests/ is the script's folder
 from transformers import TrainerCallback
 
-from gymflow.core.scoring import Score
 from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
-from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.rollout.store import Lineage
 from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
-
-
-class GradedCounter(CounterEnvironment):
-    """counter scored by the share of digits in the answer: rewards vary for a random policy."""
-
-    def verify(self, task, items) -> Score:
-        answers = [it for it in items if it.get("type") == "message"]
-        text = answers[-1]["content"] if answers else ""
-        share = sum(c.isdigit() for c in text) / len(text) if text else 0.0
-        return Score(share, False, None, {"digits": share}, "graded for tests")
 
 
 class Slow(TrainerCallback):

@@ -18,10 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gate_policies  # tests/ is on the path: module fixtures shared by the gate tests
 import mlflow
 import polars as pl
 import pytest
-import test_gate_champion as champion_tests
+from gate_policies import TOKENS
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.paths import cache_dir
@@ -30,9 +31,6 @@ from gymflow.data.data_catalog import CATALOG, SETS, data_dir, fetch, set_tasks
 from gymflow.env.registry import get_env
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.stage_results import Checkpoint
-
-planted = champion_tests.planted  # the planted environments and steered policies, reused
-policies = champion_tests.policies
 
 PROJECT_CACHE = cache_dir()
 """Read at collection, before any fixture points GYMFLOW_HOME elsewhere: where ``make test``'s
@@ -43,6 +41,9 @@ BAD_GOLD = {
     "live_simple_106-63-0": "simple_function_checker:missing_required 'auto_loan_payment_start'",
     "live_simple_112-68-0": "simple_function_checker:missing_required 'acc_routing_start'",
 }
+
+planted = gate_policies.planted
+policies = gate_policies.policies
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_the_gate_evaluates_bfcl_for_the_start_and_every_candidate(
     cfg = LifecycleConfig(
         env="planted_silence", registered_model="gymflow-bfcl-guardrail-test",  # no champion
         n_tasks=200, heldout_frac=0.2, heldout_n=32,
-        max_new_tokens=champion_tests.TOKENS,
+        max_new_tokens=TOKENS,
         gate={"min_n": 8, "general_envs": [], "general_sets": ["bfcl:simple_python"],
               "general_sets_n": 12},
     )  # fmt: skip

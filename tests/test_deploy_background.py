@@ -44,6 +44,27 @@ def _registered(prefect: str, names: set[str], proc=None, timeout_s: float = 240
         time.sleep(1)
 
 
+def _until(condition, what: str, timeout_s: float = 60) -> None:
+    """Poll ``condition`` until it holds (no fixed sleep: the wait is as long as it takes)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.2)
+
+
+def _ready(prefect: str, deployment_id: str) -> bool:
+    """Prefect marks a served deployment READY once its runner has polled for work."""
+    return api(f"{prefect}/api/deployments/{deployment_id}").get("status") == "READY"
+
+
+def _answers(prefect: str) -> bool:
+    try:
+        api(f"{prefect}/api/health", attempts=1)
+    except Exception:  # noqa: BLE001 - refused, reset or timed out: gone either way
+        return False
+    return True
+
+
 def _deploy(home: Path, log: Path, *args: str) -> subprocess.Popen:
     env = os.environ | {"GYMFLOW_HOME": str(home)}
     out = log.open("w")
@@ -64,9 +85,10 @@ def test_schedules_stay_active_and_a_deploy_without_its_server_still_exits(tmp_p
         while "deployments registered" not in (tmp_path / "second.log").read_text():
             assert second.poll() is None and time.monotonic() < deadline
             time.sleep(1)
-        time.sleep(3)  # its runner polls the server now
+        _until(lambda: _ready(ui.prefect, nightly["id"]), "the runner polls the server")
+        prefect = ui.prefect
     # the server is gone now (UIProcess stopped it); Ctrl-C must still end the deploy
-    time.sleep(2)
+    _until(lambda: not _answers(prefect), "the Prefect server is gone")
     started = time.monotonic()
     second.send_signal(signal.SIGINT)
     code = second.wait(timeout=90)

@@ -66,12 +66,17 @@ def test_token_guards_every_endpoint_but_health():
 
 
 def test_token_comes_from_the_environment(monkeypatch):
+    """A client made with no token sends GYMFLOW_ENV_TOKEN's; without it, it is refused."""
     monkeypatch.setenv("GYMFLOW_ENV_TOKEN", "from-env")
 
     async def main():
         app = build_app(TOOL_ENV, token="from-env")
         async with EnvClient(app=app) as client:
-            await client.seed_session(TASKS[0])
+            sid = await client.seed_session(TASKS[0])
+        assert app.state.sessions.live.keys() == {sid}
+        monkeypatch.delenv("GYMFLOW_ENV_TOKEN")
+        async with EnvClient(app=app) as anonymous:
+            await expect_error(anonymous.seed_session(TASKS[0]), FailureKind.UNAUTHORIZED)
 
     asyncio.run(main())
 
@@ -280,8 +285,9 @@ def test_binding_beyond_loopback_without_a_token_warns():
         stderr=subprocess.PIPE,
     )
     try:
-        first = proc.stderr.readline().decode()
-        assert "without a bearer token" in first
+        no_tasks, bind = proc.stderr.readline().decode(), proc.stderr.readline().decode()
+        assert no_tasks.startswith("warning: no --tasks: this server holds no tasks")
+        assert "without a bearer token" in bind
     finally:
         proc.terminate()
         proc.wait(15)

@@ -10,36 +10,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-import httpx
 import polars as pl
+from env_processes import GYMFLOW, TASKS, serve_env
 from ports import free_port  # tests/ is on the path
 
 from gymflow.rollout.store import read_rollouts
-
-GYMFLOW = [str(Path(sys.executable).with_name("gymflow"))]  # the installed command
-TASKS = Path(__file__).resolve().parents[1] / "environments/counter/examples/nemo_gym_tasks.jsonl"
-
-
-def _serve(port: int, tasks: Path = TASKS, fmt: str = "nemo_gym") -> subprocess.Popen:
-    """``gymflow env serve counter`` holding ``tasks`` (the server scores only its own)."""
-    server = subprocess.Popen(
-        [*GYMFLOW, "env", "serve", "counter", "--port", str(port), "--tasks", str(tasks),
-         "--format", fmt],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    server.kill()
-    raise AssertionError("the env server did not start")
 
 
 def test_a_server_killed_mid_batch_loses_nothing_and_retry_completes(tmp_path):
@@ -52,7 +29,7 @@ def test_a_server_killed_mid_batch_loses_nothing_and_retry_completes(tmp_path):
         "--env-url", f"http://127.0.0.1:{port}", "--max-completion-tokens", "65536",
     ]  # fmt: skip
     planned = 5 * 120
-    server = _serve(port)
+    server = serve_env(port)
     collect = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -72,7 +49,7 @@ def test_a_server_killed_mid_batch_loses_nothing_and_retry_completes(tmp_path):
     assert 0 < unscored.height < planned, stdout
     assert set(unscored["failure_kind"]) == {"env_unavailable"}
 
-    server = _serve(port)
+    server = serve_env(port)
     try:
         retry = subprocess.run(
             [*args, "--retry-failed"], capture_output=True, text=True, timeout=300,

@@ -12,37 +12,17 @@ and registering.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+import gate_policies  # tests/ is on the path: module fixtures shared by the gate tests
 import polars as pl
-import pytest
-from planted_envs import registered
-from steered_model import steered
+from gate_policies import TOKENS
 
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.stage_results import Checkpoint, ResolvedPolicy
 
-TOKENS = 16  # max_new_tokens: chatty's answer length
-
-
-@pytest.fixture(scope="module")
-def planted(tmp_path_factory):
-    with registered(tmp_path_factory.mktemp("planted")):
-        yield
-
-
-@pytest.fixture(scope="module")
-def policies(micro_tool_call_model, tmp_path_factory) -> dict[str, str]:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(micro_tool_call_model)
-    folder = tmp_path_factory.mktemp("policies")
-    a = tokenizer("a", add_special_tokens=False)["input_ids"][0]
-    silent = steered(micro_tool_call_model, tokenizer.eos_token_id, folder / "silent")
-    chatty = steered(micro_tool_call_model, a, folder / "chatty")
-    shutil.copytree(silent, folder / "silent_again")  # a later run's candidate, same weights
-    return {"silent": silent, "chatty": chatty, "silent_again": str(folder / "silent_again")}
+planted = gate_policies.planted
+policies = gate_policies.policies
 
 
 def _gate(

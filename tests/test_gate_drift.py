@@ -13,8 +13,9 @@ writing the report that lists the flips.
 
 from __future__ import annotations
 
+import gate_policies  # tests/ is on the path: module fixtures shared by the gate tests
 import pytest
-import test_gate_champion as champion_tests
+from gate_policies import TOKENS
 from planted_drift import changed
 from planted_envs import registered
 
@@ -22,7 +23,7 @@ from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.stage_results import Checkpoint, ResolvedPolicy
 
-policies = champion_tests.policies  # the steered micro models, reused (not its registration)
+policies = gate_policies.policies
 
 
 def _run(gym_home, tmp_path, name: str):
@@ -31,7 +32,7 @@ def _run(gym_home, tmp_path, name: str):
 
     cfg = LifecycleConfig(
         env="planted_silence", registered_model="gymflow-drift-test", n_tasks=200,
-        heldout_frac=0.2, heldout_n=32, max_new_tokens=champion_tests.TOKENS,
+        heldout_frac=0.2, heldout_n=32, max_new_tokens=TOKENS,
         gate={"min_n": 8, "general_envs": []},
     )  # fmt: skip
     run = open_run(gym_home, tmp_path / "runs" / name, cfg)

@@ -10,15 +10,15 @@ environment goes is known in advance; the gate pairs, judges and words its reaso
 
 from __future__ import annotations
 
+import gate_policies  # tests/ is on the path: module fixtures shared by the gate tests
 import pytest
-import test_gate_champion as champion_tests
+from gate_policies import TOKENS
 
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.stage_results import Checkpoint
 
-planted = champion_tests.planted  # the planted environments and steered policies, reused
-policies = champion_tests.policies
-TOKENS = champion_tests.TOKENS
+planted = gate_policies.planted
+policies = gate_policies.policies
 
 
 def _mix_gate(gym_home, tmp_path, envs: dict, start: str, candidate: str, general: list[str]):

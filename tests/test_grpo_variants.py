@@ -16,24 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from graded_counter import GradedCounter  # tests/ is on the path
 from pydantic import ValidationError
 
-from gymflow.core.scoring import Score
 from gymflow.data.task_set import build_tasks
 from gymflow.env.resources_server import build_app
-from gymflow.environments.counter.environment import CounterEnvironment
 from gymflow.policy.tiny_model import TinyModelConfig, ensure_tiny_model, tokenizer_corpus
 from gymflow.train.grpo import GRPOSettings, LoraSettings, RolloutSource, run_grpo
-
-
-class GradedCounter(CounterEnvironment):
-    """counter, scored by the share of digit characters in the last assistant message."""
-
-    def verify(self, task, items) -> Score:
-        answers = [it for it in items if it.get("type") == "message"]
-        text = answers[-1]["content"] if answers else ""
-        share = sum(c.isdigit() for c in text) / len(text) if text else 0.0
-        return Score(share, False, None, {"digits": share}, "graded for tests")
 
 
 @pytest.fixture(scope="module")

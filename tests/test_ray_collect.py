@@ -319,12 +319,12 @@ def test_trainer_weights_reach_every_worker_before_each_batch(
 def test_workers_get_the_env_servers_token(cluster, tmp_path, monkeypatch):
     """The token set here reaches the workers (a worker on another node would not inherit it;
     this cluster's workers were started before it was set)."""
+    from env_processes import serve_env
     from ports import free_port  # tests/ is on the path
-    from test_env_server_killed import _serve
 
     port = free_port()
     monkeypatch.setenv("GYMFLOW_ENV_TOKEN", "s3cret")  # env serve reads it too
-    server = _serve(port, TASKS, "gymflow")
+    server = serve_env(port, TASKS, "gymflow")
     try:
         env = CounterEnvironment()
         tasks, settings = _tasks(env), _settings(num_repeats=2)
@@ -375,13 +375,18 @@ def test_cli_collects_on_its_own_local_cluster(tmp_path):
     assert read_rollouts(out)["reward"].to_list() == [1.0] * 10
     # Ray names a local cluster's session folder after the process that started it
     session = f"_{proc.pid}/"
-    time.sleep(1.0)  # processes the shutdown signalled are gone within a second or so
-    left = [
-        p.info["name"]
-        for p in psutil.process_iter(["name", "cmdline"])
-        if any(session in part for part in p.info["cmdline"] or [])
-    ]
-    assert not left, left
+
+    def left() -> list[str]:
+        return [
+            p.info["name"]
+            for p in psutil.process_iter(["name", "cmdline"])
+            if any(session in part for part in p.info["cmdline"] or [])
+        ]
+
+    deadline = time.monotonic() + 15  # the processes the shutdown signalled end within seconds
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left(), left()
 
 
 def test_cli_fails_at_once_where_no_cluster_answers(tmp_path):

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -98,6 +99,19 @@ asyncio.run(replica.serve(port, 0, [f"http://127.0.0.1:{port}"], bind_wait_s=wai
 """
 
 
+def _until_stderr(proc: subprocess.Popen, text: str, timeout_s: float) -> None:
+    """Wait (no longer than ``timeout_s``) until ``proc`` writes ``text`` to its stderr."""
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            if text in line:
+                seen.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert seen.wait(timeout_s), f"{text!r} not on stderr within {timeout_s} s"
+
+
 def test_a_restarted_replica_waits_for_its_port_and_a_first_start_does_not():
     """A replica's process (as Ray runs it, here without Ray) whose port is held: restarted, it
     tries again until the port is free; started for the first time, it says so and stops."""
@@ -114,7 +128,7 @@ def test_a_restarted_replica_waits_for_its_port_and_a_first_start_does_not():
         [sys.executable, "-c", _REPLICA, str(port), "60"], stderr=subprocess.PIPE, text=True
     )
     try:
-        time.sleep(3)
+        _until_stderr(restarted, "address already in use", timeout_s=30)  # it tried, goes on
         assert restarted.poll() is None and _health(url) is None  # still trying, not serving
         holder.close()
         _wait_healthy([url], timeout_s=30)

@@ -24,8 +24,8 @@ from gymflow.rollout.store import Lineage, read_parts
 from gymflow.train.grpo import GRPOSettings, RolloutSource, run_grpo
 
 ray = pytest.importorskip("ray")
-import test_grpo_variants  # noqa: E402 (tests/ is on the path: its GradedCounter)
-from test_grpo_variants import GradedCounter  # noqa: E402
+import graded_counter  # noqa: E402 (tests/ is on the path)
+from graded_counter import GradedCounter  # noqa: E402
 
 from gymflow.core.ray_cluster import ray_cluster  # noqa: E402
 from gymflow.rollout.ray_worker import weights_digest  # noqa: E402
@@ -35,13 +35,13 @@ LINEAGE = ["run_id", "iteration", "policy_version", "policy", "env", "env_versio
 
 @pytest.fixture(scope="module")
 def cluster():
-    # GradedCounter lives in a test module: it goes to the workers by value
-    ray.cloudpickle.register_pickle_by_value(test_grpo_variants)
+    # GradedCounter lives in a test helper module: it goes to the workers by value
+    ray.cloudpickle.register_pickle_by_value(graded_counter)
     started = time.perf_counter()
     with ray_cluster(None, num_cpus=2, object_store_mb=100) as c:
         print(f"\nlocal Ray cluster up in {time.perf_counter() - started:.1f} s")
         yield c
-    ray.cloudpickle.unregister_pickle_by_value(test_grpo_variants)
+    ray.cloudpickle.unregister_pickle_by_value(graded_counter)
 
 
 @pytest.fixture(scope="module")

@@ -76,10 +76,11 @@ def parse_verdict(text: str, scale_max: int) -> tuple[int, str]:
 
     >>> parse_verdict('{"score": 7, "reason": "misses one point"}', 10)
     (7, 'misses one point')
-    >>> parse_verdict('Score: {"score": 7, "reason": "x"}', 10)
-    Traceback (most recent call last):
-    ...
-    gymflow.environments.judge.rubric.BadVerdict: not a JSON object: Expecting value at char 0
+    >>> try:
+    ...     parse_verdict('Score: {"score": 7, "reason": "x"}', 10)
+    ... except BadVerdict as exc:
+    ...     print(exc)
+    not a JSON object: Expecting value at char 0
     """
     try:
         verdict = strict_json(text.strip())

@@ -20,7 +20,6 @@ server (:mod:`gymflow.env.resources_server`) and ``gymflow policy serve``.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from typing import Any
 
@@ -32,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
+from gymflow.env.http_body import read_json
 from gymflow.env.sessions import RequestError
 from gymflow.env.task_store import TaskStore
 
@@ -95,37 +95,9 @@ def authorizer(token: str | None):
     return check
 
 
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request's body as JSON, read with a cap (see the module doc)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size <= max_bytes:
-            chunks.append(chunk)
-        else:
-            chunks.clear()
-    if size > max_bytes:
-        raise RequestError(
-            413, FailureKind.PAYLOAD_TOO_LARGE, f"body of {size} bytes > {max_bytes}"
-        )
-    try:
-        text = b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RequestError(
-            400, FailureKind.NOT_UTF8, f"body is not UTF-8 at byte {exc.start}"
-        ) from None
-    try:
-        return fast_json.loads(text)  # orjson: also refuses NaN and integers over 64 bits
-    except json.JSONDecodeError as exc:
-        raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:  # huge integers, deep nesting
-        raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc}") from None
-
-
 async def read_model(request: Request, model: type[BaseModel], max_bytes: int) -> Any:
     """The body validated as ``model`` (422 ``bad_request`` naming the first problems)."""
-    raw = await read_json(request, max_bytes)
+    raw, _ = await read_json(request, max_bytes, fast_json.loads)
     try:
         return model.model_validate(raw)
     except RecursionError:

@@ -41,7 +41,6 @@ from gymflow.agent.conventions import (
     held_task,
     install_error_shape,
     json_response,
-    read_json,
     read_model,
 )
 from gymflow.agent.proxy_store import ProxyStore
@@ -50,6 +49,7 @@ from gymflow.agent.wire import error_result, result_of
 from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
+from gymflow.env.http_body import read_json
 from gymflow.env.resources_server import SESSION_ID
 from gymflow.env.sessions import RequestError
 from gymflow.env.task_store import TaskStore
@@ -187,7 +187,7 @@ def build_proxy_app(
     async def chat(eid: str | None, request: Request) -> Response:
         authorize(request)
         capture, _, _ = episode(eid)
-        body = await read_json(request, max_body_bytes)
+        body, _ = await read_json(request, max_body_bytes, fast_json.loads)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise RequestError(422, FailureKind.BAD_REQUEST, "a chat completion needs messages")
         if body.get("stream"):
@@ -247,7 +247,7 @@ def build_proxy_app(
     async def tool(eid: str, name: str, request: Request) -> Response:
         authorize(request)
         capture, _, client = episode(eid)
-        arguments = await read_json(request, max_body_bytes)
+        arguments, _ = await read_json(request, max_body_bytes, fast_json.loads)
         if not isinstance(arguments, dict):
             raise RequestError(422, FailureKind.BAD_REQUEST, "tool arguments are a JSON object")
         result = await client.call_tool(capture.session_id, name, arguments)

@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import inspect
-import json
 import logging
 import re
 import secrets
@@ -62,6 +61,7 @@ from gymflow.core import fast_json
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment
+from gymflow.env.http_body import read_json
 from gymflow.env.items import ItemError, normalize_items
 from gymflow.env.ray_verify import RayVerifyPool
 from gymflow.env.sessions import RequestError, Session, SessionStore
@@ -172,40 +172,9 @@ def build_app(
 
     async def body(request: Request, model: type[BaseModel]) -> Any:
         authorize(request)
-        # Streamed with a cap: an oversized body is drained and dropped, never held in memory.
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size <= max_body_bytes:
-                chunks.append(chunk)
-            else:
-                chunks.clear()
-        if size > max_body_bytes:
-            raise RequestError(
-                413, FailureKind.PAYLOAD_TOO_LARGE, f"body of {size} bytes > {max_body_bytes}"
-            )
-        raw = b"".join(chunks)
+        parsed, size = await read_json(request, max_body_bytes)
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RequestError(
-                400, FailureKind.NOT_UTF8, f"body is not UTF-8 at byte {exc.start}"
-            ) from None
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RequestError(
-                400, FailureKind.INVALID_JSON, f"body is not JSON: {exc.msg}"
-            ) from None
-        except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            raise RequestError(400, FailureKind.INVALID_JSON, f"body is not JSON: {exc}") from None
-        except RecursionError:
-            raise RequestError(
-                400, FailureKind.INVALID_JSON, "body is not JSON: nested too deeply"
-            ) from None
-        try:
-            return model.model_validate(parsed), len(raw)
+            return model.model_validate(parsed), size
         except RecursionError:
             raise RequestError(
                 400, FailureKind.INVALID_JSON, "body is not JSON: nested too deeply"
