@@ -21,11 +21,14 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import user_venv as venvs  # tests/ is on the path: the user_venv fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "tutorials" / "first-environment.md"
 BLOCK = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```\n', re.S | re.M)
 LIFECYCLE = "gymflow run --smoke"
+
+user_venv = venvs.user_venv
 
 
 def blocks() -> list[tuple[str, str | None, str]]:
@@ -40,22 +43,6 @@ def _outputs_ref():
     finally:
         sys.path.pop(0)
     return outputs_ref
-
-
-@pytest.fixture
-def user_venv(tmp_path) -> Path:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site,) = venv.glob("lib/python*/site-packages")
-    main_site = sysconfig.get_paths()["purelib"]  # gymflow and its dependencies, as installed
-    (site / "gymflow_main.pth").write_text(f"import site; site.addsitedir({main_site!r})\n")
-    script = venv / "bin" / "gymflow"  # what pip writes for a console script
-    script.write_text(
-        f"#!{venv}/bin/python\nimport sys\nfrom gymflow.cli.main import app\n"
-        "if __name__ == '__main__':\n    sys.exit(app())\n"
-    )
-    script.chmod(0o755)
-    return venv
 
 
 def play(work: Path, venv: Path, *, through_lifecycle: bool) -> list[str]:

@@ -16,11 +16,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+import user_venv as venvs  # tests/ is on the path: the user_venv fixture
 
 COMMANDS = (
     "gymflow env new demo_env --kind text && gymflow env check demo_env && gymflow env list && "
@@ -28,21 +28,7 @@ COMMANDS = (
 )
 STAMP = re.compile(r"^\[\s*(?:(\d+):)?(\d+):(\d\d)\] (.*)$")
 
-
-@pytest.fixture
-def user_venv(tmp_path) -> Path:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site,) = venv.glob("lib/python*/site-packages")
-    main_site = sysconfig.get_paths()["purelib"]  # gymflow and its dependencies, as installed
-    (site / "gymflow_main.pth").write_text(f"import site; site.addsitedir({main_site!r})\n")
-    script = venv / "bin" / "gymflow"  # what pip writes for a console script
-    script.write_text(
-        f"#!{venv}/bin/python\nimport sys\nfrom gymflow.cli.main import app\n"
-        "if __name__ == '__main__':\n    sys.exit(app())\n"
-    )
-    script.chmod(0o755)
-    return venv
+user_venv = venvs.user_venv
 
 
 def _timeline(stdout: str) -> list[tuple[int, str]]:
