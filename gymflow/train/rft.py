@@ -66,7 +66,11 @@ class RFTSettings(BaseModel):
         "found more); the loss is the mean over their completion tokens.",
     )
     learning_rate: float = Field(
-        1e-3, gt=0.0, le=1.0, description="Peak learning rate (constant after warm-up)."
+        1e-3,
+        gt=0.0,
+        le=1.0,
+        description="Peak learning rate (constant after warm-up); the SFT control's default, "
+        "since each step is an SFT step.",
     )
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     drop_all_failed: bool = Field(
@@ -227,6 +231,8 @@ def run_rft(
                 stopped["by"] = "should_stop"
             if stopped:
                 control.should_training_stop = True
+            if stopped or state.global_step >= settings.max_steps:
+                control.should_save = True  # the step it stops on is a checkpoint, as in SFT
             return control
 
     def carry() -> dict:
