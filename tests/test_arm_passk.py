@@ -73,6 +73,8 @@ def test_pass_at_k_of_an_arm_matches_the_closed_form(tmp_path):
     assert result.pass_at["1"]["value"] == pytest.approx(sum(SUCCESSES) / 64)
     assert result.pass_at["8"]["value"] == pytest.approx(6 / 8)
     assert result.greedy["value"] == pytest.approx(3 / 8)  # the tasks with c >= 4
+    assert list(result.greedy_by_task) == [t.task_id for t in tasks]
+    assert list(result.greedy_by_task.values()) == [float(c >= 4) for c in SUCCESSES]
     lo, hi = result.greedy["ci95"]
     assert lo < 3 / 8 < hi
     assert "pass@8 0.750" in result.text() and "greedy pass@1 0.375" in result.text()

@@ -38,6 +38,8 @@ class PassAtK(BaseModel):
     """Sampled: ``{"1": {"value", "ci95", "n"}, "2": …, str(k): …}`` (interval across tasks)."""
     greedy_reward: float
     """Mean greedy reward (partial credit, where the verifier gives it)."""
+    greedy_by_task: dict[str, float] = {}
+    """Greedy success of each task, in the tasks' order (for paired comparisons)."""
 
     def text(self) -> str:
         """``greedy pass@1 0.500 [0.40, 0.60], pass@1 0.410 [...], pass@8 0.800 [...] (64 tasks)``."""
@@ -75,7 +77,7 @@ def heldout_pass_at_k(
         return Lineage("passk", iteration, 0, label, env.name, env.version, "")
 
     common = {"max_new_tokens": max_new_tokens, "seed": seed, "out_dir": out_dir}
-    _, greedy = evaluate_policy(env, app, policy, tasks, greedy=True, lineage=lineage(0), **common)
+    greedy_rows, greedy = evaluate_policy(env, app, policy, tasks, greedy=True, lineage=lineage(0), **common)
     sampled_rows, _ = evaluate_policy(
         env, app, policy, tasks, greedy=False, samples=k, temperature=temperature,
         lineage=lineage(1), **common,
@@ -87,4 +89,5 @@ def heldout_pass_at_k(
         greedy={"value": greedy["success"], "ci95": greedy["success_ci95"], "n": greedy["n"]},
         pass_at=measure(sampled_rows)["pass_at"],
         greedy_reward=greedy["reward"],
+        greedy_by_task={r["task_id"]: float(r["success"]) for r in greedy_rows},
     )
