@@ -50,8 +50,8 @@ class VerdictSettings(BaseModel):
         gt=0.0,
         le=1.0,
         description="Non-inferiority margin: a control whose GRPO − control upper bound is under "
-        "this is shown not worse than GRPO by more than it (cheaper_suffices); the gate's "
-        "futility_gain by default, the gain it calls not worth more tasks.",
+        "this is shown not worse than GRPO by more than it (cheaper_suffices); by default the "
+        "five points of the gate's futility_gain, the gain it calls not worth more tasks.",
     )
 
 
