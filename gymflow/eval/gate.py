@@ -38,9 +38,16 @@ evaluating it.) With ``settle_choice`` the gate goes on until GRPO − control i
 every task is used, so that evidence arriving late still counts. The decision says what each
 candidate was compared with, why it passed or not, how many tasks it took and which
 checkpoint rule chose which step.
+
+More arms (``between``: the paired difference of each pair of candidates, an RFT control
+beside the SFT control): of the passing candidates, the cheapest (:data:`CHEAPEST_FIRST`) that
+no other passing candidate is shown above is promoted, and the reason names every pair —
+the same rule as for two, where it reads "GRPO only when shown above its control".
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,12 +56,15 @@ from gymflow.eval.gate_settings import GateSettings
 from gymflow.eval.stats import percentile
 
 __all__ = [
-    "Candidate", "Champion", "Effort", "GateResult", "GateSettings", "LATENCY_KEYS", "Verdict",
-    "choice_settled", "choose", "latency_figures",
+    "CHEAPEST_FIRST", "Candidate", "Champion", "Effort", "GateResult", "GateSettings",
+    "LATENCY_KEYS", "Verdict", "choice_settled", "choose", "latency_figures",
 ]  # fmt: skip
 
 LATENCY_KEYS = {"tokens": "p95_tokens", "seconds": "p95_seconds"}
 """The summary key of each latency measure (:func:`latency_figures`)."""
+CHEAPEST_FIRST = ("sft_control", "rft_control", "grpo")
+"""The candidates from the cheapest method to the dearest: imitation of demonstrations, of
+verified samples, reinforcement learning. Names not listed rank after them, in their order."""
 
 
 class Verdict(BaseModel):
@@ -108,6 +118,8 @@ class GateResult(BaseModel):
     """What evaluating every policy on every task would have taken."""
     checkpoints: dict[str, str] = Field(default_factory=dict)
     """Which step of each candidate the checkpoint rule chose, as text."""
+    between: dict[str, list[float]] = Field(default_factory=dict)
+    """More arms: each pair's confidence sequence, keyed ``"a − b"`` (``choose``'s ``between``)."""
 
 
 class Candidate(BaseModel):
@@ -174,6 +186,8 @@ def choose(
     start_label: str = "the start",
     effort: Effort | None = None,
     exhausted: bool = True,
+    between: Mapping[tuple[str, str], Paired] | None = None,
+    cheapest_first: Sequence[str] = CHEAPEST_FIRST,
 ) -> GateResult:
     """Judge every candidate (see the module docstring); promote the best of those that pass.
 
@@ -184,13 +198,17 @@ def choose(
     passed 0), else the control. When none passes, ``chosen`` is the best-scoring candidate
     and ``passed`` is False.
     ``exhausted``: every task was used, so nothing more can settle a verdict.
+    ``between``: ``{(a, b): a − b}`` for more pairs of candidates (on the tasks both were
+    evaluated on): the cheapest passing candidate (``cheapest_first``) that no other passing
+    one is shown above is promoted.
     """
     if not candidates:
         raise ValueError("the gate needs at least one candidate")
     effort = effort or Effort()
     verdicts = [_judge(baseline, c, settings, champion, start_label, exhausted) for c in candidates]
     passing = [v for v in verdicts if v.passed]
-    best = _best(passing, grpo_minus_control) if passing else _best_scoring(verdicts)
+    pairs = _pairs(grpo_minus_control, between)
+    best = _best(passing, pairs, cheapest_first) if passing else _best_scoring(verdicts)
     bar = champion.label if champion is not None else start_label
     if passing:
         head = f"promoted {best.candidate}: held-out success {best.success:.3f}, {best.reason}"
@@ -201,6 +219,8 @@ def choose(
     tail = "".join(f"; {v.candidate}: {_verdict_text(v)}" for v in others)
     gmc = grpo_minus_control
     versus = _versus_control(gmc, len(passing) == 2 and best.candidate == "sft_control")
+    if between:
+        versus += _versus_arms(pairs, passing, best, cheapest_first)
     return GateResult(
         passed=bool(passing),
         reason=head + versus + tail + _effort_text(effort, candidates, settings),
@@ -216,22 +236,51 @@ def choose(
         episodes_used=effort.episodes_used,
         episodes_full=effort.episodes_full,
         checkpoints={c.name: c.checkpoint for c in candidates if c.checkpoint},
+        between={f"{a} − {b}": list(d.cs) for (a, b), d in (between or {}).items()},
     )
 
 
-def choice_settled(result: GateResult, grpo_minus_control: Paired | None) -> bool:
-    """With ``settle_choice``: whether the choice between two passing candidates is settled."""
-    passing = [v for v in result.verdicts if v.passed]
-    return len(passing) < 2 or grpo_minus_control is None or grpo_minus_control.settled
+def choice_settled(
+    result: GateResult,
+    grpo_minus_control: Paired | None,
+    between: Mapping[tuple[str, str], Paired] | None = None,
+) -> bool:
+    """With ``settle_choice``: whether the choice between the passing candidates is settled
+    (every known pair of them settled)."""
+    passing = {v.candidate for v in result.verdicts if v.passed}
+    pairs = _pairs(grpo_minus_control, between)
+    return len(passing) < 2 or all(d.settled for p, d in pairs.items() if set(p) <= passing)
 
 
-def _best(passing: list[Verdict], grpo_minus_control: Paired | None) -> Verdict:
-    """Of the passing candidates: GRPO over its control only once shown above it."""
-    names = [v.candidate for v in passing]
-    if grpo_minus_control is not None and {"grpo", "sft_control"} <= set(names):
-        pick = "grpo" if grpo_minus_control.above else "sft_control"
-        return passing[names.index(pick)]
-    return _best_scoring(passing)
+def _pairs(
+    grpo_minus_control: Paired | None, between: Mapping[tuple[str, str], Paired] | None
+) -> dict[tuple[str, str], Paired]:
+    pairs = dict(between or {})
+    if grpo_minus_control is not None:
+        pairs.setdefault(("grpo", "sft_control"), grpo_minus_control)
+    return pairs
+
+
+def _best(
+    passing: list[Verdict], pairs: Mapping[tuple[str, str], Paired], cheapest_first: Sequence[str]
+) -> Verdict:
+    """Of the passing candidates: the cheapest that no other passing one is shown above (with
+    two: GRPO over its control only once shown above it); without a known pair among them, the
+    best-scoring."""
+    names = {v.candidate for v in passing}
+    if not any(set(p) <= names for p in pairs):
+        return _best_scoring(passing)
+
+    def shown_worse(name: str) -> bool:
+        return any(
+            (a == name and b in names and d.below) or (b == name and a in names and d.above)
+            for (a, b), d in pairs.items()
+        )
+
+    order = list(cheapest_first)
+    ranked = sorted(passing, key=lambda v: order.index(v.candidate) if v.candidate in order
+                    else len(order))  # fmt: skip
+    return next((v for v in ranked if not shown_worse(v.candidate)), _best_scoring(passing))
 
 
 def _best_scoring(pool: list[Verdict]) -> Verdict:
@@ -393,6 +442,25 @@ def _versus_control(delta: Paired | None, control_kept: bool = False) -> str:
     text = f"; GRPO − control {delta.text(100, ' points')}"
     if control_kept and not delta.below:
         text += ": GRPO not shown above its control, so the control, the cheaper alternative"
+    return text
+
+
+def _versus_arms(
+    pairs: Mapping[tuple[str, str], Paired],
+    passing: list[Verdict],
+    best: Verdict,
+    cheapest_first: Sequence[str],
+) -> str:
+    """Every other pair of arms for the reason, and why the promoted one was chosen."""
+    shown = [f"{a} − {b} {d.text(100, ' points')}" for (a, b), d in pairs.items()
+             if (a, b) != ("grpo", "sft_control")]  # fmt: skip
+    text = "; " + "; ".join(shown) if shown else ""
+    if len(passing) > 1:
+        names = [n for n in cheapest_first if n in {v.candidate for v in passing}]
+        text += (
+            f": {best.candidate} is the cheapest passing arm no other is shown above "
+            f"(cheapest first: {', '.join(names) or best.candidate})"
+        )
     return text
 
 

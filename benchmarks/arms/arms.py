@@ -1,0 +1,175 @@
+"""Is RL worth it here? Three arms from one start, for equal wall time: the SFT control, online RFT
+and GRPO, on one environment and seed, without Prefect or MLflow.
+
+From the run config's start (SFT to its sampled-validation target, as a run does), each arm
+trains alone for ``--budget`` seconds of training wall time, all picking their checkpoint by the
+one rule (greedy validation, step 0 included): the SFT control on the run's demonstrations
+(:func:`gymflow.train.sft.run_sft`), online RFT on GRPO's pool with the verifier
+(:func:`gymflow.train.rft.run_rft`), GRPO (:func:`gymflow.train.grpo.run_grpo`). Then, on the
+first ``heldout_n`` held-out tasks: greedy pass@1 and pass@8 of the start and of each arm
+(:func:`gymflow.eval.arm_passk.heldout_pass_at_k`); the arms at equal wall time and at equal
+samples generated, from their validation histories (:func:`gymflow.eval.arms.at_equal`); and
+the verdict from GRPO − each control's paired greedy successes
+(:func:`gymflow.eval.verdict.rl_verdict`, at the gate's per-candidate level for three).
+
+    python benchmarks/arms/arms.py --env tool_call --seed 40 --budget 240 \\
+        --out benchmarks/arms/tool_call_seed40.json
+    python benchmarks/arms/arms.py --smoke          # a tiny model, seconds per arm
+
+Prints one JSON object (the date, the machine with its CPU's vector unit, the command).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.grpo_vs_control import _config, _grpo, _sft, _start_model, _tasks  # noqa: E402
+from benchmarks.report import arguments, emit  # noqa: E402
+
+SMOKE = {
+    "tiny_model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64, "corpus_size": 300},
+    "n_tasks": 400, "heldout_n": 12, "demos": 40, "val_eval_n": 8, "max_new_tokens": 24,
+    "sft": {"max_steps": 6, "batch_size": 8, "eval_every": 3, "target_sampled_success": 1.01},
+    "grpo": {"prompts_per_step": 2, "num_generations": 4, "validate_every": 2,
+             "validate_tasks": 8, "preflight": None, "save_every": 1000, "max_steps": 1000},
+}  # fmt: skip
+"""What ``--smoke`` changes: a tiny model and task set, a few steps of each stage."""
+
+
+def _rft(cfg, start: str, folder: Path, pool, val, budget: float) -> dict:
+    from gymflow.lifecycle.training_inputs import candidate_choice, environment_servers
+    from gymflow.train.rft import RFTSettings, run_rft
+
+    g = cfg.grpo
+    settings = RFTSettings(
+        prompts_per_step=g.prompts_per_step, samples_per_prompt=g.num_generations,
+        temperature=g.temperature, max_new_tokens=g.max_new_tokens, batch_size=cfg.sft.batch_size,
+        learning_rate=cfg.sft.learning_rate, task_sampling=g.task_sampling, task_pool=g.task_pool,
+        time_budget_s=budget, save_every=g.save_every, seed=cfg.seed, max_steps=100_000,
+    )  # fmt: skip
+    with environment_servers(cfg) as servers:
+        env, app = servers[cfg.env]
+        callbacks = candidate_choice(cfg, servers, val)
+        return run_rft(Path(start), folder, env, app, pool, settings, log_to_mlflow=False,
+                       callbacks=callbacks, arm="rft_control")  # fmt: skip
+
+
+def run(cfg, budget: float, work: Path) -> dict:
+    """Every arm for one environment and seed; returns the result's rows."""
+    from transformers import AutoTokenizer
+
+    from gymflow.eval.arm_passk import heldout_pass_at_k
+    from gymflow.eval.arms import ArmCompute, ArmRecord, at_equal
+    from gymflow.eval.verdict import grpo_versus_controls, rl_verdict
+    from gymflow.lifecycle.training_inputs import environment_servers, run_demonstrations
+    from gymflow.policy.transformers_backend import TransformersPolicy
+    from gymflow.train.arm_compute import grpo_compute, sft_compute
+    from gymflow.train.grpo import GRPOSettings
+
+    started = time.time()
+    start = _start_model(cfg, work / "cache")
+    demo_tasks, pool, val, heldout = _tasks(cfg)
+    sft = _sft(cfg, start, work / "sft", demo_tasks, val)
+    _say(f"start: {sft['steps']} SFT steps ({time.time() - started:.0f} s)")
+
+    control = _sft(cfg, sft["path"], work / "sft_control", demo_tasks, val,
+                   should_stop=lambda elapsed: elapsed > budget)  # fmt: skip
+    _say(f"sft_control: {control['steps']} steps")
+    rft = _rft(cfg, sft["path"], work / "rft_control", pool, val, budget)
+    _say(f"rft_control: {rft['steps']} steps")
+    grpo_cfg = cfg.overridden({"grpo": {"time_budget_s": budget}})
+    grpo = _grpo(grpo_cfg, sft["path"], work / "grpo", pool, val, demo_tasks)
+    _say(f"grpo: {grpo['steps']} steps")
+
+    with environment_servers(cfg) as servers:
+        env, app = servers[cfg.env]
+        tokenizer = AutoTokenizer.from_pretrained(sft["path"])
+        demos = run_demonstrations(servers, demo_tasks, tokenizer)
+        computes = {
+            "sft_control": sft_compute(control, cfg.sft.batch_size, demos, tokenizer),
+            "rft_control": ArmCompute.model_validate(rft["compute"]),
+            "grpo": grpo_compute(
+                grpo, GRPOSettings(**grpo_cfg.grpo.model_dump()), work / "rollouts"
+            ),  # fmt: skip
+        }
+        paths = {"start": sft["path"], "sft_control": control["path"],
+                 "rft_control": rft["path"], "grpo": grpo["path"]}  # fmt: skip
+        passk = {
+            name: heldout_pass_at_k(env, app, TransformersPolicy.from_path(path), heldout,
+                                    k=8, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens)
+            for name, path in paths.items()
+        }  # fmt: skip
+    arms = (("sft_control", control), ("rft_control", rft), ("grpo", grpo))
+    records = [
+        ArmRecord(compute=computes[name], history=(res["validation"] or {}).get("history", []))
+        for name, res in arms
+    ]
+    success = {name: list(p.greedy_by_task.values()) for name, p in passk.items()}
+    controls = ["sft_control", "rft_control"]
+    verdict = rl_verdict(grpo_versus_controls(success, controls, cfg.gate.candidate_alpha(3)))
+    equal_time, equal_samples = at_equal(records, "wall_s"), at_equal(records, "samples_generated")
+    _say(equal_time.text())
+    _say(equal_samples.text())
+    _say(verdict.sentence)
+    return {
+        "env": cfg.env,
+        "seed": cfg.seed,
+        "budget_s": budget,
+        "heldout_n": len(heldout),
+        "sft_steps": sft["steps"],
+        "compute": {name: c.model_dump(exclude={"curve"}) for name, c in computes.items()}
+        | {"rft_ledger": rft["compute"]["rft"]},
+        "chosen_step": {name: (res["validation"] or {}).get("chosen_step") for name, res in arms},
+        "equal_wall_time": equal_time.model_dump(),
+        "equal_samples": equal_samples.model_dump(),
+        "pass_at_k": {name: p.model_dump(exclude={"greedy_by_task"}) for name, p in passk.items()},
+        "verdict": verdict.model_dump(),
+        "wall_s": round(time.time() - started, 1),
+    }
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)  # progress; the JSON result goes to stdout
+
+
+def main() -> None:
+    parser = arguments(__doc__)
+    parser.add_argument("--config", type=Path, help="a run config (JSON); default: the default")
+    parser.add_argument("--set", default="{}", help="JSON overrides on top of --config")
+    parser.add_argument("--env", help="the environment (else the config's)")
+    parser.add_argument(
+        "--seed", type=int, default=40, help="the run's seed (40-49: never tuned on)"
+    )
+    parser.add_argument("--budget", type=float, default=240.0, help="training seconds per arm")
+    parser.add_argument("--smoke", action="store_true", help="a tiny model, seconds per arm")
+    parser.add_argument("--work", type=Path, default=Path("scratch/arms"))
+    args = parser.parse_args()
+    overrides = json.loads(args.set) | ({"env": args.env} if args.env else {})
+    cfg = _config(args.config, overrides, None, None)
+    budget = args.budget
+    if args.smoke:
+        cfg, budget = cfg.overridden(SMOKE), min(budget, 6.0)
+    cfg = cfg.overridden({"seed": args.seed})
+    work = args.work / f"{cfg.env}-seed-{args.seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    result = run(cfg, budget, work)
+    emit(
+        {
+            "benchmark": "arms",
+            "date": time.strftime("%Y-%m-%d"),
+            "command": " ".join(["python", *sys.argv]),
+            "smoke": args.smoke,
+            **result,
+        },
+        args.out,
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
