@@ -226,6 +226,49 @@ def sft_to_start(
         )  # fmt: skip
 
 
+def grpo_from(cfg, start: str, folder: Path, pool, val, demo_tasks, say=print) -> dict:
+    """GRPO from ``start`` as the lifecycle's ``grpo`` stage trains it (the preflight and its
+    curriculum, the task pool, the checkpoint rule), without MLflow: its rollouts in
+    ``folder.parent``; ``say`` hears the preflight's line."""
+    from transformers import AutoTokenizer
+
+    from gymflow.lifecycle.training_inputs import (
+        candidate_choice,
+        environment_servers,
+        run_demonstrations,
+    )
+    from gymflow.rollout.store import Lineage
+    from gymflow.train import readiness, twin_clock
+    from gymflow.train.grpo import RolloutSource, run_grpo
+    from gymflow.train.task_pool import TASK_POOL_FILE
+
+    settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
+    with twin_clock.grpo_markers(folder), environment_servers(cfg) as servers:
+        env, app = servers[cfg.env]
+        ready, task_pool = None, None
+        if settings.preflight is not None:  # as the GRPO stage: the preflight, the curriculum
+            ready, pool, task_pool = readiness.before_grpo(
+                servers, start, pool, settings, folder,
+                lambda r, _: say(f"seed {cfg.seed}: {r.message}"),
+            )  # fmt: skip
+        lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
+        source = RolloutSource(
+            env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE,
+            task_pool=task_pool,
+        )  # fmt: skip
+        callbacks = candidate_choice(cfg, servers, val)
+        demos = None
+        if settings.demo_loss is not None:
+            demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
+        result = run_grpo(
+            Path(start), folder, source, settings, log_to_mlflow=False, callbacks=callbacks,
+            demos=demos,
+        )  # fmt: skip
+        twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
+    result["preflight"] = ready.model_dump() if ready is not None else None
+    return result
+
+
 # --- figures across seeds and runs ------------------------------------------------------------
 
 T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,

@@ -1,4 +1,4 @@
-"""The RLVR lifecycle: generate → profile → drift → baseline → (SFT) → GRPO ‖ control → gate →
+"""The RLVR lifecycle: generate → profile → drift → baseline → (SFT) → GRPO ‖ controls → gate →
 promote.
 
 Wiring only: each stage is a Prefect task in ``tasks/`` returning a typed result
@@ -52,9 +52,9 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
     start = current if sft is None else sft
     spent["grpo"] = spent["sft"] + run_budget.spent_s([sft])
     used["grpo"] = run_budget.budgeted(config, "grpo", spent["grpo"])
-    candidate, control = train_grpo_with_control(run, used["grpo"], data, start)  # control: always
+    candidate, control, rft = train_grpo_with_control(run, used["grpo"], data, start)
     sft, candidate = run_budget.name_the_limit(config, used, sft, candidate)
-    gate = heldout_gate(run, config, data, start, candidate, control)
+    gate = heldout_gate(run, config, data, start, candidate, control, rft)
     registry = promote(run, config, data, current, gate)
     results = LifecycleResults(
         generate_tasks=data,
@@ -65,6 +65,7 @@ def lifecycle(run: RunContext, config: LifecycleConfig) -> dict:
         sft=sft,
         grpo=candidate,
         sft_control=control,
+        rft_control=rft,
         heldout_gate=gate,
         promote=registry,
     )

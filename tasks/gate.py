@@ -19,7 +19,9 @@ def heldout_gate(
     baseline: Checkpoint,
     candidate: Checkpoint,
     control: Checkpoint | None,
+    rft: Checkpoint | None = None,
 ) -> GateReport:
     """``baseline`` is the policy GRPO started from; ``candidate`` GRPO's chosen policy;
-    ``control`` the SFT control (when it ran): both candidates for promotion."""
-    return gate.run_heldout_gate(run, cfg, data, baseline, candidate, control)
+    ``control`` the SFT control and ``rft`` the RFT control (when they ran): every one a
+    candidate for promotion."""
+    return gate.run_heldout_gate(run, cfg, data, baseline, candidate, control, rft)

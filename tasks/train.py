@@ -1,9 +1,9 @@
 """Stages 4 and 5: SFT, then GRPO beside its SFT control (:mod:`gymflow.lifecycle.stages.training`).
 
-:func:`train_grpo_with_control` is what the flow calls: GRPO and, with ``cfg.sft_control``,
-the control — beside GRPO as a concurrent Prefect task run (the two share the CPU and stop at
-one wall time, :mod:`gymflow.train.twin_clock`), or after it with GRPO's wall time as its
-budget. Either way the control is the one ``sft_control`` stage.
+:func:`train_grpo_with_control` is what the flow calls: GRPO and the controls ``cfg.controls``
+names. The SFT control runs beside GRPO as a concurrent Prefect task run (the two share the CPU
+and stop at one wall time, :mod:`gymflow.train.twin_clock`), or after it with GRPO's wall time
+as its budget; the RFT control runs after GRPO, for GRPO's training wall time.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from gymflow.lifecycle.run_context import RunContext
 from gymflow.lifecycle.stage_results import (
     Checkpoint,
     GRPOResult,
+    RFTControlResult,
     SFTControlResult,
     SFTResult,
     TaskData,
@@ -56,16 +57,30 @@ def sft_control_stage(
     return training.train_sft_control(run, cfg, data, start, budget_s, threads)
 
 
+@task(name="rft_control", **STAGE_OPTIONS)
+def rft_control_stage(
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, start: Checkpoint, budget_s: float
+) -> RFTControlResult:
+    """Online RFT from GRPO's start for GRPO's training wall time."""
+    return training.train_rft_control(run, cfg, data, start, budget_s)
+
+
 def train_grpo_with_control(
     run: RunContext, cfg: LifecycleConfig, data: TaskData, start: Checkpoint
-) -> tuple[GRPOResult, SFTControlResult | None]:
-    """GRPO from ``start`` and, with ``cfg.sft_control``, its SFT control (see the module)."""
-    if not cfg.sft_control:
-        return grpo_stage(run, cfg, data, start), None
-    if not cfg.control_beside_grpo or cfg.train_processes > 1:  # N processes each: one at a time
+) -> tuple[GRPOResult, SFTControlResult | None, RFTControlResult | None]:
+    """GRPO from ``start`` and the controls ``cfg.controls`` names (see the module)."""
+    control = None
+    if "sft" not in cfg.controls:
         candidate = grpo_stage(run, cfg, data, start)
-        return candidate, sft_control_stage(run, cfg, data, start, candidate.train_wall_s)
-    threads = training.threads_beside_grpo(run)
-    beside = sft_control_stage.submit(run, cfg, data, start, None, threads)
-    candidate = grpo_stage(run, cfg, data, start, threads)
-    return candidate, beside.result()
+    elif not cfg.control_beside_grpo or cfg.train_processes > 1:  # N processes: one at a time
+        candidate = grpo_stage(run, cfg, data, start)
+        control = sft_control_stage(run, cfg, data, start, candidate.train_wall_s)
+    else:
+        threads = training.threads_beside_grpo(run)
+        beside = sft_control_stage.submit(run, cfg, data, start, None, threads)
+        candidate = grpo_stage(run, cfg, data, start, threads)
+        control = beside.result()
+    rft = None
+    if "rft" in cfg.controls:
+        rft = rft_control_stage(run, cfg, data, start, candidate.train_wall_s)
+    return candidate, control, rft

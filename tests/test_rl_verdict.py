@@ -16,7 +16,7 @@ import pytest
 from gymflow.eval.evaluation import summarize
 from gymflow.eval.evidence import paired
 from gymflow.eval.gate import Candidate, GateSettings, choice_settled, choose, latency_figures
-from gymflow.eval.verdict import DEFAULT_MARGIN, VerdictSettings, grpo_versus_controls, rl_verdict
+from gymflow.eval.verdict import DEFAULT_MARGIN, grpo_versus_controls, rl_verdict
 
 ALPHA = GateSettings().candidate_alpha(3)
 
@@ -92,11 +92,9 @@ def test_two_equal_arms_on_a_few_hundred_tasks_stay_undecided_at_five_points():
 
 
 def test_the_margin_setting_is_checked():
-    assert VerdictSettings().margin == DEFAULT_MARGIN
+    assert GateSettings().verdict_margin == DEFAULT_MARGIN
     with pytest.raises(ValueError):
-        VerdictSettings(margin=0.0)
-    with pytest.raises(ValueError):
-        VerdictSettings(margn=0.1)
+        GateSettings(verdict_margin=0.0)
     with pytest.raises(ValueError):
         rl_verdict({})
 

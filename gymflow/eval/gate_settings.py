@@ -115,6 +115,26 @@ class GateSettings(BaseModel):
     general_sets_n: int = Field(
         100, ge=1, description="Tasks per external set: its first N in the file's order."
     )
+    verdict_margin: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description="The RL verdict's non-inferiority margin: a control whose GRPO − control "
+        "upper bound is under it is shown not worse than GRPO by more than it "
+        "(cheaper_suffices); the five points of futility_gain by default "
+        "(gymflow.eval.verdict).",
+    )
+    pass_k: int = Field(
+        8,
+        ge=0,
+        description="pass@k beside greedy pass@1 for the start and every arm: k samples per "
+        "task at temperature 1 (the unbiased estimator of Chen et al. 2021); 0: none.",
+    )
+    pass_k_tasks: int = Field(
+        32,
+        ge=1,
+        description="Held-out tasks pass@k is measured on: the first ones in the gate's order.",
+    )
     drift_max_flip_share: float = Field(
         0.02,
         ge=0,

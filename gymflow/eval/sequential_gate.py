@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from gymflow.eval.evaluation import summarize
 from gymflow.eval.evidence import Paired, paired
 from gymflow.eval.gate import (
+    CHEAPEST_FIRST,
     Candidate,
     Champion,
     Effort,
@@ -72,6 +73,8 @@ class HeldOut:
     looks: list[dict] = field(default_factory=list)
     """Per look: tasks so far and the open candidates (the reason's trail)."""
     judged_on: dict[str, int] = field(default_factory=dict)
+    between: dict = field(default_factory=dict)
+    """The other pairs of arms (:func:`arm_pairs`)."""
     """Per candidate settled before the end: the tasks its verdict was judged on (it may have
     been evaluated on more, beside a candidate still open, for GRPO − control)."""
 
@@ -115,7 +118,8 @@ def run_heldout(
             if v.settled:
                 settled_at.setdefault(v.candidate, len(rows[v.candidate]))
         open_ = [v.candidate for v in result.verdicts if not v.settled]
-        if open_ or (settings.settle_choice and not choice_settled(result, vs_control)):
+        settled = choice_settled(result, vs_control, judged.between)
+        if open_ or (settings.settle_choice and not settled):
             # a candidate that passed goes on beside one still open, so that GRPO − control is
             # judged on every task the gate used, not on the prefix where the first one settled
             open_ = [v.candidate for v in result.verdicts if v.passed or not v.settled]
@@ -168,14 +172,30 @@ def judge(
     if {"grpo", "sft_control"} <= set(names):
         n = min(len(rows["grpo"]), len(rows["sft_control"]))
         vs_control = _success(rows["grpo"][:n], rows["sft_control"][:n], alpha)
+    between = arm_pairs(rows, names, alpha)
     effort = effort or _effort(settings, rows, max(len(r) for r in rows.values()), None)
     champion = None
     if champion_label:
         summary = with_latency(rows["champion"])
         champion = Champion(version=champion_label.removeprefix("champion v"), summary=summary)
     result = choose(with_latency(rows["baseline"]), candidates, settings, vs_control, champion,
-                    start_label, effort, exhausted)  # fmt: skip
-    return HeldOut(rows, candidates, vs_control, result, effort)
+                    start_label, effort, exhausted, between or None)  # fmt: skip
+    return HeldOut(rows, candidates, vs_control, result, effort, between=between)
+
+
+def arm_pairs(rows: dict[str, list[dict]], names: list[str], alpha: float) -> dict:
+    """``{(dearer, cheaper): dearer − cheaper}`` for every pair of arms beyond GRPO − SFT
+    control (which the gate reads as ``grpo_minus_control``), on the tasks both ran: with an
+    RFT control, GRPO − RFT and RFT − SFT. Nothing with two arms or fewer."""
+    arms = [n for n in CHEAPEST_FIRST if n in names]
+    out = {}
+    for i, cheaper in enumerate(arms):
+        for dearer in arms[i + 1 :]:
+            if (dearer, cheaper) == ("grpo", "sft_control"):
+                continue
+            n = min(len(rows[dearer]), len(rows[cheaper]))
+            out[(dearer, cheaper)] = _success(rows[dearer][:n], rows[cheaper][:n], alpha)
+    return out
 
 
 def _success(a: list[dict], b: list[dict], alpha: float, short_of: float | None = None) -> Paired:

@@ -21,7 +21,7 @@ it, even when its edge is also shown to be under the margin. The margin is
 :data:`DEFAULT_MARGIN` (five points of success) unless a run sets another: the gate's own
 ``futility_gain``, the gain it calls not worth more tasks, so "cheaper suffices" means the same
 five points the gate would refuse a candidate for. Showing non-inferiority within five points
-takes more tasks than showing a large gain: two arms that are truly equal and disagree on a
+takes more tasks than showing a large gain (the run's margin: ``gate.verdict_margin``): two arms that are truly equal and disagree on a
 fifth of the tasks keep an upper bound above 0.05 over a few hundred tasks at the gate's
 per-candidate level; such a run says ``undecided``, which is the honest answer.
 """
@@ -38,21 +38,6 @@ from gymflow.eval.evidence import Paired, paired
 VerdictKind = Literal["rl_pays", "cheaper_suffices", "undecided"]
 DEFAULT_MARGIN = 0.05
 """Five points of held-out success: the gate's ``futility_gain`` (see the module docstring)."""
-
-
-class VerdictSettings(BaseModel):
-    """How the verdict reads GRPO − control."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    margin: float = Field(
-        DEFAULT_MARGIN,
-        gt=0.0,
-        le=1.0,
-        description="Non-inferiority margin: a control whose GRPO − control upper bound is under "
-        "this is shown not worse than GRPO by more than it (cheaper_suffices); by default the "
-        "five points of the gate's futility_gain, the gain it calls not worth more tasks.",
-    )
 
 
 class ControlEvidence(BaseModel):

@@ -15,6 +15,7 @@ from gymflow.policy.tiny_model import TinyModelConfig
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 from gymflow.rollout.task_variants import VariantSettings
 from gymflow.train.grpo import GRPOSettings
+from gymflow.train.rft import RFTSettings
 from gymflow.train.sft import SFTSettings
 
 
@@ -80,8 +81,19 @@ class LifecycleConfig(BaseModel):
     )
     sft: SFTSettings = Field(default_factory=SFTSettings)
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
-    sft_control: bool = Field(
-        True, description="Also spend GRPO's wall time on more SFT and report it."
+    controls: list[Literal["sft", "rft"]] = Field(
+        default_factory=lambda: ["sft"],
+        description="The cheaper alternatives GRPO is compared with, each trained from GRPO's "
+        'start for GRPO\'s training wall time and a candidate of the gate: "sft" (more SFT on '
+        'the demonstrations, beside GRPO when control_beside_grpo) and "rft" (online '
+        "rejection-sampling fine-tuning: samples of the current policy, verified, the successes "
+        "imitated; after GRPO, gymflow.train.rft). The run's verdict says whether RL pays: "
+        "docs/concepts/gate.md. []: GRPO alone.",
+    )
+    rft: RFTSettings = Field(
+        default_factory=RFTSettings,
+        description='The "rft" control (controls): its sampling and update settings; its '
+        "time budget is GRPO's training wall time.",
     )
     run_budget_s: float | None = Field(
         None,

@@ -92,7 +92,8 @@ def run_config(
     ``seed`` on top; ``bad_config`` naming the field (and where it came from) otherwise."""
     try:
         if saved is not None and saved.exists():
-            cfg = LifecycleConfig.model_validate_json(saved.read_text(encoding="utf-8"))
+            raw = json.loads(saved.read_text(encoding="utf-8"))
+            cfg = LifecycleConfig.model_validate(migrate_saved(raw))
         else:
             cfg = LifecycleConfig.smoke() if smoke else LifecycleConfig()
         if overrides:
@@ -185,11 +186,32 @@ RENAMED = {
 }
 """Config keys that changed name: old path -> new path (a saved config says which to write)."""
 
+REPLACED = {
+    "sft_control": 'replaced by controls: ["sft"] (the SFT control), ["sft", "rft"], or [] for '
+    "GRPO alone",
+}
+"""Config keys that became another setting: old path -> what to write instead."""
+
+
+def migrate_saved(raw: dict) -> dict:
+    """A run's saved ``config.json`` written by an earlier version, in today's keys (its
+    meaning kept): ``gymflow rerun`` resumes runs saved before a key changed."""
+    raw = dict(raw)
+    if "sft_control" in raw:
+        raw["controls"] = ["sft"] if raw.pop("sft_control") else []
+    gate = raw.get("gate")
+    if isinstance(gate, dict) and "max_valid_json_drop" in gate:
+        raw["gate"] = {**gate, "max_well_formed_drop": gate["max_valid_json_drop"]}
+        del raw["gate"]["max_valid_json_drop"]
+    return raw
+
 
 def _problem(error: dict) -> str:
     where = ".".join(str(part) for part in error["loc"]) or "config"
     if error["type"] == "extra_forbidden" and where in RENAMED:
         return f"{where}: renamed {RENAMED[where]}; write that key instead"
+    if error["type"] == "extra_forbidden" and where in REPLACED:
+        return f"{where}: {REPLACED[where]}"
     if error["type"] == "extra_forbidden":
         return f"{where}: unknown key{_suggestion(error['loc'])}"
     if error["type"] == "value_error":  # a model validator's own sentence

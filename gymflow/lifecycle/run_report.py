@@ -26,6 +26,7 @@ from gymflow.lifecycle.summary import (
     preflight_line,
     registry_line,
     training_lines,
+    verdict_lines,
 )
 
 _RATES = ("success", "reward", "well_formed")
@@ -41,7 +42,8 @@ def summary_markdown(summary: dict) -> str:
         "| policy | " + " | ".join(f"{k} [95% CI]" for k in _RATES) + " |",
         "|---|" + "---|" * len(_RATES),
     ]
-    names = ("start (baseline)", "GRPO candidate", "SFT control (same time)")
+    names = ("start (baseline)", "GRPO candidate", "SFT control (same time)",
+             "RFT control (same time)")  # fmt: skip
     for label, s in policy_rows(summary, names):
         cells = (f"{s[k]:.3f} [{s[k + '_ci95'][0]:.3f}, {s[k + '_ci95'][1]:.3f}]" for k in _RATES)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -52,11 +54,14 @@ def summary_markdown(summary: dict) -> str:
         "probability, paired; the gate's confidence sequences):",
         GENERAL_TABLE_HEADER, general_table_rows(summary),
     )  # fmt: skip
+    lines += _table(_PASS_TITLE, ["policy", "environment", "greedy pass@1", "pass@k [95% CI]"],
+                    _pass_rows(summary))  # fmt: skip
     gate = summary["gate"]
     head, *candidates = gate_lines(summary)
     lines += [
         "",
         *_sft_lines(summary),
+        *[part for line in verdict_lines(summary)[:1] for part in (f"**{line}**", "")],
         *(f"- {line}" for line in training_lines(summary) if not line.startswith("SFT ran")),
         "",
         *([line, ""] if (line := preflight_line(summary)) else []),
@@ -77,6 +82,23 @@ def summary_markdown(summary: dict) -> str:
     if summary.get("machine"):  # runs from before the summary recorded it have none
         lines += ["", f"Machine: {machine_line(summary['machine'])}."]
     return "\n".join(lines)
+
+
+_PASS_TITLE = (
+    "pass@k beside greedy pass@1 (k samples per task at temperature 1, the unbiased estimator; "
+    "the first held-out tasks in the gate's order):"
+)
+
+
+def _pass_rows(summary: dict) -> list[list[str]]:
+    rows = []
+    for label, by_env in (summary.get("pass_at_k") or {}).items():
+        for env, f in by_env.items():
+            k = str(f["k"])
+            lo, hi = f["pass_at"][k]["ci95"]
+            rows.append([label, env, f"{f['greedy']['value']:.3f}",
+                         f"pass@{k} {f['pass_at'][k]['value']:.3f} [{lo:.3f}, {hi:.3f}]"])  # fmt: skip
+    return rows
 
 
 def _sft_lines(summary: dict) -> list[str]:

@@ -190,6 +190,22 @@ class SFTControlResult(Checkpoint):
     """Processes it trained on (``train_processes``)."""
 
 
+class RFTControlResult(Checkpoint):
+    """``rft_control``: online rejection-sampling fine-tuning from GRPO's start for GRPO's
+    training wall time (:mod:`gymflow.train.rft`), its checkpoint chosen by GRPO's rule."""
+
+    steps: int
+    history: list[dict[str, Any]]
+    """``{"step", "success"}`` per validation of the checkpoint rule (step 0 first)."""
+    budget_s: float
+    resumed_from: str | None = None
+    choice: ChosenCheckpoint | None = None
+    stopped_by: str | None = None
+    compute: dict[str, Any] = Field(default_factory=dict)
+    """Updates, samples generated, successes trained, tokens, wall time, and the sampler's
+    ledger (:class:`gymflow.eval.arms.ArmCompute` and ``rft``)."""
+
+
 class ControlComparison(BaseModel):
     """The SFT control on held-out: its summary, GRPO − control (paired) and its own gain."""
 
@@ -243,6 +259,15 @@ class GateReport(StageResult):
     cs: list[float] | None = None
     """The gate's confidence sequence of GRPO's gain over the start (what it decided on)."""
     sft_control: ControlComparison | None = None
+    rft_control: ControlComparison | None = None
+    """The RFT control on held-out, as ``sft_control`` is the SFT control's."""
+    verdict: dict[str, Any] | None = None
+    """Is RL worth it here (:class:`gymflow.eval.verdict.RLVerdict`): ``rl_pays``,
+    ``cheaper_suffices`` or ``undecided``, with GRPO − each control's interval; None when no
+    control ran."""
+    pass_at_k: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    """Per policy (``baseline`` and the arms), per environment: greedy pass@1 and pass@k on the
+    first ``gate.pass_k_tasks`` held-out tasks (:class:`gymflow.eval.arm_passk.PassAtK`)."""
     champion: ChampionComparison | None = None
     """The champion the candidates had to beat; None without one, or when it is the start."""
     general: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -287,6 +312,7 @@ class LifecycleResults(BaseModel):
     sft: SFTResult | None
     grpo: GRPOResult
     sft_control: SFTControlResult | None
+    rft_control: RFTControlResult | None
     heldout_gate: GateReport
     promote: Registration
 

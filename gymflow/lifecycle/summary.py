@@ -98,6 +98,22 @@ def build_summary(
             "samples": sft.samples,
             "processes": sft.processes,
         }
+    if (rft := results.rft_control) is not None:
+        versus = gate.rft_control
+        summary["rft_control"] = {
+            "steps": rft.steps,
+            "wall_s": rft.stage.wall_s,
+            "budget_s": rft.budget_s,
+            "stopped_by": rft.stopped_by,
+            "compute": rft.compute,
+            **({"heldout": rates(versus.summary)} if versus else {}),
+            "grpo_minus_control": versus.grpo_minus_control if versus else None,
+            "ci95": versus.ci95 if versus else None,
+        }
+    if gate.verdict is not None:
+        summary["verdict"] = gate.verdict
+    if gate.pass_at_k:
+        summary["pass_at_k"] = gate.pass_at_k
     if (drift := results.verifier_drift) is not None:
         summary["verifier_drift"] = drift.model_dump(exclude={"stage"})
     if (control := results.sft_control) is not None:
@@ -304,6 +320,8 @@ def policy_rows(summary: dict, names: tuple[str, str, str]) -> list[tuple[str, d
     policies = [(names[0], h["baseline"]), (names[1], h["candidate"])]
     if control := summary.get("sft_control", {}).get("heldout"):
         policies.append((names[2], control))
+    if rft := summary.get("rft_control", {}).get("heldout"):
+        policies.append((names[3] if len(names) > 3 else "RFT control", rft))
     return [(name if s.get("n", h["n"]) == h["n"] else f"{name}, n={s['n']}", s)
             for name, s in policies]  # fmt: skip
 
@@ -328,7 +346,8 @@ def render_table(summary: dict) -> str:
         )
 
     for name, s in policy_rows(summary, ("baseline (GRPO start)", "candidate (after GRPO)",
-                                         "control (SFT, same time)")):  # fmt: skip
+                                         "control (SFT, same time)",
+                                         "control (RFT, same time)")):  # fmt: skip
         row(name, s)
     buf = StringIO()
     console = Console(file=buf, width=110, force_terminal=False)
@@ -347,6 +366,8 @@ def render_table(summary: dict) -> str:
                 extra.add_row(*cells)
             console.print(extra)
     for line in gate_lines(summary):
+        console.print(line)
+    for line in verdict_lines(summary):
         console.print(line)
     for line in training_lines(summary):
         console.print(line)
@@ -400,6 +421,29 @@ def gate_lines(summary: dict) -> list[str]:
     return lines
 
 
+def verdict_lines(summary: dict) -> list[str]:
+    """Is RL worth it here, and pass@k beside greedy pass@1 of each policy.
+
+    >>> verdict_lines({"verdict": {"verdict": "undecided", "sentence": "Undecided: …"},
+    ...     "pass_at_k": {"grpo": {"tool_call": {"k": 8, "n_tasks": 32,
+    ...         "greedy": {"value": 0.5}, "pass_at": {"8": {"value": 0.75}}}}}})
+    ['RL verdict: undecided — Undecided: …', 'pass@k (32 tasks, greedy pass@1 / pass@8): grpo 0.500 / 0.750']
+    """
+    lines = []
+    if verdict := summary.get("verdict"):
+        lines.append(f"RL verdict: {verdict['verdict']} — {verdict['sentence']}")
+    cells = []
+    n = k = None
+    for label, by_env in (summary.get("pass_at_k") or {}).items():
+        for env, f in by_env.items():
+            name = label if len(by_env) == 1 else f"{label} ({env})"
+            n, k = f["n_tasks"], f["k"]
+            cells.append(f"{name} {f['greedy']['value']:.3f} / {f['pass_at'][str(k)]['value']:.3f}")
+    if cells:
+        lines.append(f"pass@k ({n} tasks, greedy pass@1 / pass@{k}): " + ", ".join(cells))
+    return lines
+
+
 def registry_line(summary: dict) -> str:
     """What the registry did, said so that a refused candidate does not read as a success.
 
@@ -408,7 +452,9 @@ def registry_line(summary: dict) -> str:
     'registry: m v2 (GRPO policy) registered as challenger (not promoted); champion stays at v1'
     """
     reg = summary["registry"]
-    what = {"grpo": "GRPO policy", "sft_control": "SFT control"}.get(reg.get("candidate"), "")
+    what = {"grpo": "GRPO policy", "sft_control": "SFT control", "rft_control": "RFT control"}.get(
+        reg.get("candidate"), ""
+    )
     what = f" ({what})" if what else ""
     if reg["champion_alias_moved"]:
         return f"registry: {reg['model']} v{reg['version']}{what} registered as champion"
@@ -449,6 +495,13 @@ def training_lines(summary: dict) -> list[str]:
         lines.append(
             f"SFT control: {control['steps']} updates, {control['samples']} demonstrations "
             f"in the same time (ended by {why})"
+        )
+    if (rft := summary.get("rft_control")) and rft.get("compute"):
+        c = rft["compute"]
+        lines.append(
+            f"RFT control: {rft['steps']} updates, {c.get('samples_generated', 0)} samples "
+            f"generated, {c.get('examples_trained', 0)} verified successes trained on, in "
+            f"GRPO's time"
         )
     return lines
 

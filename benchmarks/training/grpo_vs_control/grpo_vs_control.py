@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from benchmarks.common import (  # noqa: E402
     arguments,
     emit,
+    grpo_from,
     run_config,
     run_tasks,
     sft_to_start,
@@ -64,46 +65,6 @@ def _control(
         "path": result["path"], "steps": result["steps"], "wall_s": result["wall_s"],
         "chosen_step": validation.get("chosen_step"),
     }  # fmt: skip
-
-
-def _grpo(cfg, start: str, folder: Path, pool, val, demo_tasks) -> dict:
-    from transformers import AutoTokenizer
-
-    from gymflow.lifecycle.training_inputs import (
-        candidate_choice,
-        environment_servers,
-        run_demonstrations,
-    )
-    from gymflow.rollout.store import Lineage
-    from gymflow.train import readiness, twin_clock
-    from gymflow.train.grpo import RolloutSource, run_grpo
-    from gymflow.train.task_pool import TASK_POOL_FILE
-
-    settings = cfg.grpo.model_copy(update={"seed": cfg.seed})
-    with twin_clock.grpo_markers(folder), environment_servers(cfg) as servers:
-        env, app = servers[cfg.env]
-        ready, task_pool = None, None
-        if settings.preflight is not None:  # as the GRPO stage: the preflight, the curriculum
-            ready, pool, task_pool = readiness.before_grpo(
-                servers, start, pool, settings, folder,
-                lambda r, _: _say(f"seed {cfg.seed}: {r.message}"),
-            )  # fmt: skip
-        lineage = Lineage("bench", 0, 0, "grpo", env.name, env.version, "bench")
-        source = RolloutSource(
-            env, app, pool, settings, folder.parent, lineage, pool_file=folder / TASK_POOL_FILE,
-            task_pool=task_pool,
-        )  # fmt: skip
-        callbacks = candidate_choice(cfg, servers, val)
-        demos = None
-        if settings.demo_loss is not None:
-            demos = run_demonstrations(servers, demo_tasks, AutoTokenizer.from_pretrained(start))
-        result = run_grpo(
-            Path(start), folder, source, settings, log_to_mlflow=False, callbacks=callbacks,
-            demos=demos,
-        )  # fmt: skip
-        twin_clock.mark_finished(folder, result["wall_s"], cfg.digest())
-    result["preflight"] = ready.model_dump() if ready is not None else None
-    return result
 
 
 def one_seed(
@@ -139,7 +100,7 @@ def one_seed(
             _control, cfg, sft["path"], out / "sft_control", demo_tasks, val, threads,
             os.getpid(), control_eval_every,
         )  # fmt: skip
-        grpo = _grpo(cfg, sft["path"], out / "grpo", pool, val, demo_tasks)
+        grpo = grpo_from(cfg, sft["path"], out / "grpo", pool, val, demo_tasks)
         control = control.result()
     t_train = time.time()
     torch.set_num_threads(2 * threads)  # the held-out evaluation runs alone again

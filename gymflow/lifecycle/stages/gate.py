@@ -34,6 +34,7 @@ from gymflow.eval.general_check import (
 from gymflow.eval.sequential_gate import HeldOut, gate_order, judge, run_heldout, with_latency
 from gymflow.eval.splits import GeneratedSplit, eval_tasks
 from gymflow.eval.stats import paired_delta
+from gymflow.eval.verdict import grpo_versus_controls, rl_verdict
 from gymflow.lifecycle.config import LifecycleConfig
 from gymflow.lifecycle.model_registry import champion_version, download_version
 from gymflow.lifecycle.run_context import RunContext, stage
@@ -49,7 +50,10 @@ from gymflow.lifecycle.training_inputs import validation_tasks
 from gymflow.rollout.store import Lineage
 from gymflow.train.checkpoint_choice import CheckpointRule
 
-FOLDERS = {"baseline": "baseline", "grpo": "candidate", "sft_control": "sft_control"}
+FOLDERS = {
+    "baseline": "baseline", "grpo": "candidate", "sft_control": "sft_control",
+    "rft_control": "rft_control",
+}  # fmt: skip
 """Each policy's label in file names (``eval/heldout-<label>``); the champion's is its version."""
 
 
@@ -139,15 +143,18 @@ def run_heldout_gate(
     baseline: Checkpoint,
     candidate: Checkpoint,
     control: Checkpoint | None,
+    rft: Checkpoint | None = None,
 ) -> GateReport:
     """``baseline`` is the policy GRPO started from; ``candidate`` is GRPO's chosen policy;
-    ``control`` the SFT control (when it ran): both are candidates for promotion."""
+    ``control`` the SFT control and ``rft`` the RFT control (when they ran): every one a
+    candidate for promotion. After the decision: the verdict on GRPO against the controls
+    (:mod:`gymflow.eval.verdict`) and pass@k of every policy (``gate.pass_k``)."""
     settings = cfg.gate
     with stage(run, "heldout_gate") as info:
         paths = {"baseline": baseline.path, "grpo": candidate.path}
-        if control is not None:
-            paths["sft_control"] = control.path
-        names = [n for n in ("grpo", "sft_control") if n in paths]
+        arms = {"grpo": candidate, "sft_control": control, "rft_control": rft}
+        paths |= {name: arm.path for name, arm in arms.items() if arm is not None}
+        names = [n for n in ("grpo", "sft_control", "rft_control") if n in paths]
         champ, start_label, champion_label = _champion(run, cfg), "the start", None
         if champ is not None and champ[1] == baseline.path:
             start_label = f"the start (champion v{champ[0]})"  # GRPO started from the champion
@@ -158,7 +165,7 @@ def run_heldout_gate(
         evaluations = _Evaluations(run, cfg, data, paths, tasks, engine)
         if champion_label:
             evaluations.folders["champion"] = f"champion-v{champ[0]}"
-        checkpoints = {n: c.choice.text() for n, c in (("grpo", candidate), ("sft_control", control))
+        checkpoints = {n: c.choice.text() for n, c in arms.items()
                        if getattr(c, "choice", None) is not None}  # fmt: skip
         rule_tasks = validation_tasks(cfg, read_tasks(data.paths["val"]), greedy=True)
         rule = CheckpointRule(cfg.grpo.validate_every, sum(map(len, rule_tasks.values()))).text()
@@ -167,6 +174,7 @@ def run_heldout_gate(
             held = run_heldout(gate_order(list(tasks), cfg.seed), names, evaluations, settings,
                                env_of, champion_label, start_label, checkpoints, rule)  # fmt: skip
             outcomes = _general(run, cfg, held, paths, engine)
+            passk = _pass_at_k(run, cfg, paths, tasks, gate_order(list(tasks), cfg.seed), engine)
         finally:
             evaluations.close()
             engine.close()  # a vLLM engine process ends with the stage, on error too
@@ -176,8 +184,51 @@ def run_heldout_gate(
         final = judge(held.rows, names, settings, env_of, champion_label, start_label,
                       checkpoints, held.effort, True, general, held.judged_on)  # fmt: skip
         report = _report(run, cfg, held, final, outcomes, paths, champ, info)
+        report = report.model_copy(update={"verdict": _verdict(final, names, settings),
+                                           "pass_at_k": passk})  # fmt: skip
         _log(report, held)
     return report
+
+
+def _verdict(final: HeldOut, names: list[str], settings) -> dict | None:
+    """Is RL worth it here: GRPO − each control on the tasks both ran, at the gate's level
+    (:func:`gymflow.eval.verdict.rl_verdict`); None when no control ran."""
+    controls = [n for n in names if n != "grpo"]
+    if not controls:
+        return None
+    success = {n: [float(r["success"]) for r in final.rows[n]] for n in names}
+    alpha = settings.candidate_alpha(len(names))
+    evidence = grpo_versus_controls(success, controls, alpha)
+    return rl_verdict(evidence, settings.verdict_margin).model_dump()
+
+
+def _pass_at_k(run, cfg, paths: dict, tasks: dict, order: list[str], engine) -> dict:
+    """Greedy pass@1 and pass@k (``gate.pass_k`` samples per task) of the start and every arm
+    on the first ``gate.pass_k_tasks`` held-out tasks in the gate's order, per environment of
+    the run; ``{}`` with ``pass_k`` 0 or on agent servers (whose policies are theirs to load)."""
+    settings = cfg.gate
+    if not settings.pass_k or cfg.agent_servers:
+        return {}
+    from gymflow.eval.arm_passk import heldout_pass_at_k
+
+    chosen = [tasks[i] for i in order[: settings.pass_k_tasks]]
+    out: dict[str, dict] = {}
+    for label in [n for n in ("baseline", "grpo", "sft_control", "rft_control") if n in paths]:
+        policy = engine.policy(paths[label])
+        for env_name in dict.fromkeys(t.env for t in chosen):
+            env = get_env(env_name)
+            app = build_app(env)
+            try:
+                mine = [t for t in chosen if t.env == env_name]
+                measured = heldout_pass_at_k(
+                    env, app, policy, mine, k=settings.pass_k, seed=cfg.seed,
+                    max_new_tokens=cfg.max_new_tokens,
+                )  # fmt: skip
+            finally:
+                app.state.verifier.shutdown()
+            figures = measured.model_dump(exclude={"greedy_by_task"})
+            out.setdefault(label, {})[env_name] = figures
+    return out
 
 
 def _general(
@@ -250,6 +301,18 @@ def _report(run, cfg, held: HeldOut, final: HeldOut, outcomes, paths, champ, inf
             delta_success=own["delta"], delta_ci95=own["ci95"], cs=final.vs_control.cs,
             delta_cs=ctrl.delta.cs, n=n,
         )  # fmt: skip
+    rft = None
+    if "rft_control" in rows:
+        arm = next(c for c in final.candidates if c.name == "rft_control")
+        n = min(len(rows["grpo"]), len(rows["rft_control"]))
+        versus = _normal(rows["grpo"][:n], rows["rft_control"][:n])
+        own = _normal(rows["rft_control"], rows["baseline"][: len(rows["rft_control"])])
+        cs = final.between.get(("grpo", "rft_control"))
+        rft = ControlComparison(
+            summary=held.figures("rft_control"), grpo_minus_control=versus["delta"],
+            ci95=versus["ci95"], delta_success=own["delta"], delta_ci95=own["ci95"],
+            cs=list(cs.cs) if cs is not None else None, delta_cs=arm.delta.cs, n=n,
+        )  # fmt: skip
     if "champion" in rows:
         champion = ChampionComparison(version=champ[0], summary=held.figures("champion"),
                                       rows=files["champion"])  # fmt: skip
@@ -263,6 +326,7 @@ def _report(run, cfg, held: HeldOut, final: HeldOut, outcomes, paths, champ, inf
         cs=grpo.delta.cs,
         gate=decision,
         sft_control=comparison,
+        rft_control=rft,
         champion=champion,
         general={name: o.values for name, o in outcomes.items()},
         general_n={name: o.n.get("baseline", 0) for name, o in outcomes.items()},
@@ -328,6 +392,13 @@ def _log(report: GateReport, held: HeldOut) -> None:
     }
     if report.sft_control is not None:
         metrics["grpo_minus_control"] = report.sft_control.grpo_minus_control
+    if report.rft_control is not None:
+        metrics["grpo_minus_rft_control"] = report.rft_control.grpo_minus_control
+    for label, by_env in report.pass_at_k.items():
+        for env, figures in by_env.items():
+            where = f"pass_at_k/{label}" if len(by_env) == 1 else f"pass_at_k/{label}/{env}"
+            metrics[f"{where}/greedy"] = figures["greedy"]["value"]
+            metrics |= {f"{where}/pass_at_{k}": v["value"] for k, v in figures["pass_at"].items()}
     for verdict in decision.verdicts:
         metrics[f"gate/{verdict.candidate}_tasks"] = verdict.n
         if verdict.champion_delta is not None:
@@ -351,6 +422,7 @@ def _log(report: GateReport, held: HeldOut) -> None:
     mlflow.log_metrics(metrics)
     mlflow.set_tags(
         {
+            **({"gate.rl_verdict": report.verdict["verdict"]} if report.verdict else {}),
             "gate.chosen": decision.chosen,
             "gate.reason": decision.reason[:5000],
             "gate.compared_with": ", ".join(decision.compared_with),
@@ -359,6 +431,7 @@ def _log(report: GateReport, held: HeldOut) -> None:
         }
     )
     left_out = {"stage"} | ({"sft_control"} if report.sft_control is None else set())
+    left_out |= {"rft_control"} if report.rft_control is None else set()
     left_out |= set() if report.per_env else {"per_env"}
     mlflow.log_dict(report.model_dump(mode="json", exclude=left_out), "heldout_gate.json")
     mlflow.log_dict({"looks": held.looks}, "heldout_gate_looks.json")

@@ -97,6 +97,9 @@ def _gate_tags(run: RunContext, cfg: LifecycleConfig, gate: GateReport) -> dict[
         tags["gate.cs"] = f"[{chosen.cs[0]:+.4f}, {chosen.cs[1]:+.4f}]"
     if decision.checkpoints:
         tags["gate.checkpoints"] = ", ".join(f"{k} {v}" for k, v in decision.checkpoints.items())
+    if gate.verdict is not None:  # is RL worth it here, on the registered version
+        tags["gymflow.rl_verdict"] = gate.verdict["verdict"]
+        tags["gymflow.rl_verdict.reason"] = gate.verdict["sentence"][:5000]
     return tags
 
 

@@ -29,6 +29,7 @@ from gymflow.lifecycle.run_context import RunContext, stage
 from gymflow.lifecycle.stage_results import (
     Checkpoint,
     GRPOResult,
+    RFTControlResult,
     SFTControlResult,
     SFTResult,
     TaskData,
@@ -53,6 +54,7 @@ from gymflow.train.checkpoint_choice import (
 )
 from gymflow.train.grpo import RolloutSource, completions_trained, run_grpo
 from gymflow.train.grpo_metrics import step_metrics
+from gymflow.train.rft import run_rft
 from gymflow.train.sft import SAMPLED_SUCCESS_METRIC, run_sft
 from gymflow.train.step_progress import step_progress
 from gymflow.train.task_pool import TASK_POOL_FILE
@@ -316,6 +318,56 @@ def _control_beside_grpo(
     with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
         child = pool.submit(_control_child, run, cfg, data, start, threads, os.getpid())
         return child.result()
+
+
+RFT_VALIDATION_METRIC = "rft_control/val_greedy_success"
+"""The RFT control's checkpoint-rule scores in MLflow (step = its step)."""
+
+
+def train_rft_control(
+    run: RunContext, cfg: LifecycleConfig, data: TaskData, start: Checkpoint, budget_s: float
+) -> RFTControlResult:
+    """Online RFT (:mod:`gymflow.train.rft`) from GRPO's start on GRPO's task pool, for
+    ``budget_s`` of training (GRPO's training wall time), its checkpoint chosen by GRPO's rule
+    on the same validation tasks. It runs after GRPO: three trainers at once would split the
+    CPU three ways."""
+    import mlflow
+
+    folder = run.dir / "rft_control"
+    with stage(run, "rft_control") as info, environment_servers(cfg) as servers:
+        env, app = servers[cfg.env]
+        _, pool = split_train(cfg, data)
+        settings = cfg.rft.model_copy(update={"time_budget_s": budget_s, "seed": cfg.seed})
+        callbacks = fail_after_checkpoint(run.dir, "rft_control")
+        callbacks += [step_progress("rft_control", settings.max_steps, budget_s)]
+        callbacks += candidate_choice(
+            cfg, servers, _val_tasks(data), log_to_mlflow=True, metric=RFT_VALIDATION_METRIC
+        )
+        mix = {name: pair for name, pair in servers.items() if name != cfg.env}
+        with metrics_in_background():
+            result = run_rft(
+                Path(start.path), folder, env, app, pool, settings, callbacks=callbacks, mix=mix,
+                weights=cfg.env_weights, arm="rft_control",
+            )  # fmt: skip
+        _log_resumed_from(result)
+        choice = result["validation"]
+        if choice is not None:
+            mlflow.log_metric("rft_control/chosen_step", choice["chosen_step"])
+        ledger = result["compute"]
+        mlflow.log_metrics(
+            {f"rft_control/{k}": v for k, v in ledger.items() if isinstance(v, int | float)}
+        )
+    return RFTControlResult(
+        path=result["path"],
+        steps=result["steps"],
+        history=choice["history"] if choice else [],
+        budget_s=budget_s,
+        resumed_from=result["resumed_from"],
+        choice=ChosenCheckpoint(**choice) if choice else None,
+        stopped_by=result["stopped_by"],
+        compute=ledger,
+        stage=info,
+    )
 
 
 def _control_child(

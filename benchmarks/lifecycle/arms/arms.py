@@ -12,9 +12,9 @@ samples generated, from their validation histories (:func:`gymflow.eval.arms.at_
 the verdict from GRPO − each control's paired greedy successes
 (:func:`gymflow.eval.verdict.rl_verdict`, at the gate's per-candidate level for three).
 
-    python benchmarks/arms/arms.py --env tool_call --seed 40 --budget 240 \\
+    python benchmarks/lifecycle/arms/arms.py --env tool_call --seed 40 --budget 240 \\
         --out benchmarks/arms/tool_call_seed40.json
-    python benchmarks/arms/arms.py --smoke          # a tiny model, seconds per arm
+    python benchmarks/lifecycle/arms/arms.py --smoke          # a tiny model, seconds per arm
 
 Prints one JSON object (the date, the machine with its CPU's vector unit, the command).
 """
@@ -26,10 +26,17 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.grpo_vs_control import _config, _grpo, _sft, _start_model, _tasks  # noqa: E402
-from benchmarks.report import arguments, emit  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    arguments,
+    emit,
+    grpo_from,
+    run_config,
+    run_tasks,
+    sft_to_start,
+    start_model,
+)
 
 SMOKE = {
     "tiny_model": {"hidden_size": 32, "num_layers": 1, "intermediate_size": 64, "corpus_size": 300},
@@ -72,18 +79,18 @@ def run(cfg, budget: float, work: Path) -> dict:
     from gymflow.train.grpo import GRPOSettings
 
     started = time.time()
-    start = _start_model(cfg, work / "cache")
-    demo_tasks, pool, val, heldout = _tasks(cfg)
-    sft = _sft(cfg, start, work / "sft", demo_tasks, val)
+    start = start_model(cfg, work / "cache")
+    demo_tasks, pool, val, heldout = run_tasks(cfg)
+    sft = sft_to_start(cfg, start, work / "sft", demo_tasks, val)
     _say(f"start: {sft['steps']} SFT steps ({time.time() - started:.0f} s)")
 
-    control = _sft(cfg, sft["path"], work / "sft_control", demo_tasks, val,
+    control = sft_to_start(cfg, sft["path"], work / "sft_control", demo_tasks, val,
                    should_stop=lambda elapsed: elapsed > budget)  # fmt: skip
     _say(f"sft_control: {control['steps']} steps")
     rft = _rft(cfg, sft["path"], work / "rft_control", pool, val, budget)
     _say(f"rft_control: {rft['steps']} steps")
     grpo_cfg = cfg.overridden({"grpo": {"time_budget_s": budget}})
-    grpo = _grpo(grpo_cfg, sft["path"], work / "grpo", pool, val, demo_tasks)
+    grpo = grpo_from(grpo_cfg, sft["path"], work / "grpo", pool, val, demo_tasks, _say)
     _say(f"grpo: {grpo['steps']} steps")
 
     with environment_servers(cfg) as servers:
@@ -150,7 +157,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("scratch/arms"))
     args = parser.parse_args()
     overrides = json.loads(args.set) | ({"env": args.env} if args.env else {})
-    cfg = _config(args.config, overrides, None, None)
+    cfg = run_config(args.config, overrides, None, None)
     budget = args.budget
     if args.smoke:
         cfg, budget = cfg.overridden(SMOKE), min(budget, 6.0)
