@@ -64,7 +64,7 @@ def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = Fal
     home = project_home()
     cfg = config or LifecycleConfig()
     check_env(cfg.env)  # bad_config, naming the environments there are, before any work
-    configure(home)
+    configure(home, cfg.tracking.uri, cfg.tracking.registry_uri)
     run_dir = home / "runs" / scheduled_run_id(flow_run.get_id())
     if not force and not (run_dir / "config.json").exists():
         inputs = current_inputs(cfg)
