@@ -12,6 +12,12 @@ config digest, code version: :mod:`gymflow.lifecycle.run_inputs`); when a finish
 same, it ends in seconds and says which run did the work. Its run id comes from its flow run,
 so a retry of a failed flow run (the Prefect UI's Retry, or ``gymflow rerun``) works in the
 same run folder: finished stages are reused and the failed one runs again.
+
+With a work pool (``gymflow deploy --pool NAME``) the same deployments are registered with the
+pool instead of served here: their entrypoints are module paths (the installed package, on
+every worker), and the lifecycle holds a slot of the pool's training limit
+(:func:`gymflow.stack.pool.train_limit_name`) while it runs, so at most N lifecycles train at
+once on the pool, whoever started them.
 """
 
 from __future__ import annotations
@@ -48,9 +54,27 @@ def _flow_run_name() -> str:
 
 
 @flow(name="rlvr-lifecycle-scheduled", flow_run_name=_flow_run_name)
-def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = False) -> dict:
+def scheduled_lifecycle(
+    config: LifecycleConfig | None = None, force: bool = False, train_limit: str | None = None
+) -> dict:
     """A lifecycle run of ``config`` (default: the embedded default) unless nothing changed
-    since a finished run (``force`` runs anyway)."""
+    since a finished run (``force`` runs anyway). With ``train_limit`` (a Prefect global
+    concurrency limit's name) the run waits for a slot of it first and holds it to the end."""
+    if train_limit is None:
+        return _scheduled(config, force)
+    from prefect.concurrency.sync import concurrency
+    from prefect.logging import get_run_logger
+
+    get_run_logger().info("waiting for a slot of the training limit %s", train_limit)
+    # a lease that a killed worker stops renewing frees its slot within a minute
+    with concurrency(
+        train_limit, occupy=1, lease_duration=60, raise_on_lease_renewal_failure=False
+    ):
+        get_run_logger().info("holding a slot of %s", train_limit)
+        return _scheduled(config, force)
+
+
+def _scheduled(config: LifecycleConfig | None, force: bool) -> dict:
     from prefect.artifacts import create_markdown_artifact
     from prefect.logging import get_run_logger
     from prefect.runtime import flow_run
@@ -76,30 +100,60 @@ def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = Fal
     return lifecycle(open_run(home, run_dir, cfg), cfg)
 
 
-def lifecycle_deployment(cron: str | None, config: LifecycleConfig, name: str = "nightly"):
-    """The scheduled lifecycle with every field of ``config`` as its parameters (one at a time)."""
+def lifecycle_deployment(
+    cron: str | None, config: LifecycleConfig, name: str = "nightly", pool: str | None = None
+):
+    """The scheduled lifecycle with every field of ``config`` as its parameters (one at a time);
+    for ``pool``, a work-pool deployment holding a slot of the pool's training limit."""
+    parameters, limits = {"config": config.model_dump()}, {"concurrency_limit": 1}
+    if pool is not None:  # the pool's training limit counts every deployment's runs
+        from gymflow.stack.pool import train_limit_name
+
+        parameters["train_limit"], limits = train_limit_name(pool), {}
     return scheduled_lifecycle.to_deployment(
-        name=name, cron=cron, tags=["gymflow"], parameters={"config": config.model_dump()},
-        concurrency_limit=1, description="The RLVR lifecycle; skips when nothing is new.",
+        name=name, cron=cron, tags=["gymflow"], parameters=parameters,
+        description="The RLVR lifecycle; skips when nothing is new.", **limits, **_for_pool(pool),
     )  # fmt: skip
 
 
-def evaluate_deployment(cron: str | None, env: str, name: str = "champion-eval"):
+def evaluate_deployment(
+    cron: str | None, env: str, name: str = "champion-eval", pool: str | None = None
+):
     from gymflow.flows.evaluate import evaluate
     from gymflow.lifecycle.model_registry import registered_name
 
     options = {"envs": [env], "policy": f"models:/{registered_name(env)}@champion"}
     return evaluate.to_deployment(
-        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}
+        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}, **_for_pool(pool)
     )
 
 
-def collect_deployment(cron: str | None, options: dict, name: str = "collect"):
+def collect_deployment(cron: str | None, options: dict, name: str = "collect", pool=None):
     from gymflow.flows.collect import collect
 
     return collect.to_deployment(
-        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}
+        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}, **_for_pool(pool)
     )
+
+
+def _for_pool(pool: str | None) -> dict:
+    """A work pool's workers import the flow from the installed package (no code upload)."""
+    if pool is None:
+        return {}
+    from prefect.deployments.runner import EntrypointType
+
+    return {"entrypoint_type": EntrypointType.MODULE_PATH}
+
+
+def register_with_pool(deployments: list, pool: str) -> list[str]:
+    """Register ``deployments`` with the work pool ``pool`` (which must exist); one line each."""
+    from gymflow.stack.pool import check_pool
+
+    check_pool(pool)
+    return [
+        f"deployment {d.flow_name}/{d.name} -> pool {pool} (id {d.apply(work_pool_name=pool)})"
+        for d in deployments
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

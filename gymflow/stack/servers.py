@@ -67,7 +67,22 @@ def mlflow_server(settings: StackSettings, root: Path, pg: Postgres) -> Server:
     if settings.mlflow_login:
         command += ["--app-name", "basic-auth"]
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(write_auth_config(root, pg))
+        env["MLFLOW_FLASK_SERVER_SECRET_KEY"] = os.environ.get(
+            "MLFLOW_FLASK_SERVER_SECRET_KEY"
+        ) or _session_key(root)
     return Server("mlflow", command, env, b"mlflow", f"{settings.mlflow_uri}/health")
+
+
+def _session_key(root: Path) -> str:
+    """The login app's CSRF key: ``MLFLOW_FLASK_SERVER_SECRET_KEY``, else one made once and
+    kept readable by this user only in the stack folder (the same across restarts)."""
+    import secrets
+
+    path = root / "mlflow_session_key"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_hex(32))
+    return path.read_text().strip()
 
 
 def write_auth_config(root: Path, pg: Postgres) -> Path:

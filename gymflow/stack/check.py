@@ -1,0 +1,109 @@
+"""``gymflow stack check``: are the servers this machine is pointed at usable? One line each.
+
+What it reads is what a run reads: ``MLFLOW_TRACKING_URI`` / ``MLFLOW_REGISTRY_URI`` (else the
+home's store), ``PREFECT_API_URL`` with ``PREFECT_API_AUTH_STRING`` (else a temporary server
+of the home), and the work pool deployments go to. Each problem is a
+:class:`~gymflow.core.failures.GymflowError` with its kind: ``tracking_unavailable``,
+``unauthorized``, ``bad_config`` (a registry URI of an unsupported scheme),
+``orchestrator_unavailable``, ``version_mismatch``, ``bad_request`` (no such pool).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tracking_server import check_tracking_server, check_versions
+from gymflow.core.tracking_store import tracking_store
+
+
+@dataclass(frozen=True)
+class Finding:
+    part: str
+    ok: bool
+    line: str
+    kind: str | None = None
+
+
+def check_all(home: Path, pool: str | None = None) -> list[Finding]:
+    """Tracking, registry, Prefect and (with ``pool``) the work pool; a failed part stops
+    the checks that need it."""
+    found = [_finding("mlflow", lambda: _tracking(home))]
+    api = os.environ.get("PREFECT_API_URL")
+    if api:
+        found.append(_finding("prefect", lambda: check_prefect(api)))
+        if pool and found[-1].ok:
+            found.append(_finding("pool", lambda: _pool(pool)))
+    else:
+        what = "no PREFECT_API_URL: runs use a temporary Prefect server of the home"
+        found.append(Finding("prefect", True, what if not pool else f"{what}; --pool needs one"))
+        if pool:
+            found[-1] = Finding("prefect", False, found[-1].line, str(FailureKind.BAD_REQUEST))
+    return found
+
+
+def _finding(part: str, check: Callable[[], str]) -> Finding:
+    try:
+        return Finding(part, True, check())
+    except GymflowError as exc:
+        return Finding(part, False, exc.detail, str(exc.kind))
+
+
+def _tracking(home: Path) -> str:
+    store = tracking_store(home)
+    if not store.server:
+        where = "the home's store" if store.home_store else "a database"
+        return f"MLflow tracking: {where} {store.shown()}"
+    version = check_tracking_server(store.tracking_uri)
+    registry = (
+        "" if store.registry_uri == store.tracking_uri else f", registry {store.registry_uri}"
+    )
+    return f"MLflow tracking server {store.shown()} answers (MLflow {version}{registry})"
+
+
+def check_prefect(api: str, timeout_s: float = 10.0) -> str:
+    """The Prefect server at ``api`` answers, takes the auth string, runs this release."""
+    import httpx
+
+    headers = {}
+    if auth := os.environ.get("PREFECT_API_AUTH_STRING"):
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    base = api.rstrip("/")
+    try:
+        with httpx.Client(timeout=timeout_s, headers=headers) as client:
+            health = client.get(f"{base}/health")
+            version = client.get(f"{base}/admin/version")
+    except httpx.HTTPError as exc:
+        raise _no_prefect(base, f"{type(exc).__name__}: {exc}") from None
+    if health.status_code == 401 or version.status_code == 401:
+        raise GymflowError(
+            FailureKind.ORCHESTRATOR_UNAVAILABLE,
+            f"the Prefect server at {base} refused the auth string (401); set "
+            "PREFECT_API_AUTH_STRING to the server's PREFECT_SERVER_API_AUTH_STRING",
+        )
+    if health.status_code != 200 or version.status_code != 200:
+        raise _no_prefect(base, f"/health answered {health.status_code}")
+    from importlib.metadata import version as installed
+
+    server = version.json()
+    check_versions("Prefect", server, installed("prefect"), base)
+    return f"Prefect server {base} answers (Prefect {server})"
+
+
+def _pool(pool: str) -> str:
+    from gymflow.stack.pool import check_pool, train_limit_name
+
+    check_pool(pool)
+    return f"work pool {pool} is there (training limit {train_limit_name(pool)})"
+
+
+def _no_prefect(base: str, why: str) -> GymflowError:
+    return GymflowError(
+        FailureKind.ORCHESTRATOR_UNAVAILABLE,
+        f"no Prefect server answers at {base} ({why}); start it (gymflow stack up) or fix "
+        "PREFECT_API_URL",
+    )
