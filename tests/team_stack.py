@@ -8,6 +8,7 @@ the tests skip and say so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,6 +32,10 @@ MICRO = [
 
 ADMIN_PASSWORD = "s3cret-Admin-pw-7731"
 """The stack's MLflow admin password in the tests: no file, log, tag or summary may hold it."""
+AUTH_STRING = "team:pr3fect-Auth-5521"
+"""The Prefect server's auth string when a test asks for one (a secret too)."""
+_AUTH: dict[str, str] = {}
+"""Prefect API URL -> the auth string its server wants (for :func:`prefect`)."""
 
 
 def need_postgres() -> None:
@@ -43,8 +48,16 @@ def need_postgres() -> None:
         pytest.skip(f"no PostgreSQL on this machine ({exc.detail})")
 
 
-def start_stack(folder: Path, workers: int = 0, login: bool = False, train_limit: int = 1):
-    """``(stack, client_env)``: the stack running, and the variables a client sets."""
+def start_stack(
+    folder: Path,
+    workers: int = 0,
+    login: bool = False,
+    train_limit: int = 1,
+    auth: bool = False,
+    host: str = "127.0.0.1",
+):
+    """``(stack, client_env)``: the stack running, and the variables a client sets. ``login``:
+    MLflow's basic-auth app; ``auth``: the Prefect server's auth string."""
     need_postgres()
     from gymflow.stack.control import Stack, up
     from gymflow.stack.settings import StackSettings
@@ -52,7 +65,7 @@ def start_stack(folder: Path, workers: int = 0, login: bool = False, train_limit
     settings = StackSettings(
         folder=str(folder / "stack"), postgres_port=free_port(), prefect_port=free_port(),
         mlflow_port=free_port(), workers=workers, mlflow_login=login, train_limit=train_limit,
-        pool=f"pool-{folder.name[-6:]}",
+        pool=f"pool-{folder.name[-6:]}", host=host,
     )  # fmt: skip
     home = folder / "worker-home"
     home.mkdir(parents=True, exist_ok=True)
@@ -62,6 +75,8 @@ def start_stack(folder: Path, workers: int = 0, login: bool = False, train_limit
         "MLFLOW_TRACKING_USERNAME": "admin",  # what the stack's workers log in with
         "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD,
     }
+    if auth:
+        login_env["PREFECT_SERVER_API_AUTH_STRING"] = AUTH_STRING
     with pytest.MonkeyPatch.context() as patch:
         for key, value in login_env.items():
             patch.setenv(key, value)
@@ -76,6 +91,9 @@ def start_stack(folder: Path, workers: int = 0, login: bool = False, train_limit
     }
     if login:
         client |= {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+    if auth:
+        client["PREFECT_API_AUTH_STRING"] = AUTH_STRING
+        _AUTH[settings.prefect_api] = AUTH_STRING
     return stack, client
 
 
@@ -100,11 +118,49 @@ def wait_for(check: Callable[[], object], timeout_s: float, what: str, every_s: 
         time.sleep(every_s)
 
 
-def gymflow(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600):
-    """``gymflow ARGS`` in a process of its own (its MLflow and Prefect settings its own)."""
-    return subprocess.run(
-        [*GYMFLOW, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s
-    )
+def gymflow(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 600, prefix=()):
+    """``gymflow ARGS`` in a process of its own (its MLflow and Prefect settings its own);
+    ``prefix`` runs it through another command (``ip netns exec NAME``)."""
+    return subprocess.run([*prefix, *GYMFLOW, *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout_s)  # fmt: skip
+
+
+@contextlib.contextmanager
+def machine(tag: str, index: int):
+    """Another "machine": a network namespace that reaches this one only through its own veth
+    pair. Yields ``(command prefix, this machine's address as seen from it)``; without root or
+    ``ip netns`` (or when one step fails), no namespace: ``((), "127.0.0.1")``, said once."""
+    name = f"gf{tag}{os.getpid() % 100000}"
+    host_if, ns_if = f"{name}h", f"{name}n"
+    net = f"10.{200 + index}.{os.getpid() % 250}"
+    inside = ["ip", "netns", "exec", name]
+    steps = [
+        ["ip", "netns", "add", name],
+        ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+        ["ip", "link", "set", ns_if, "netns", name],
+        ["ip", "addr", "add", f"{net}.1/24", "dev", host_if],
+        ["ip", "link", "set", host_if, "up"],
+        [*inside, "ip", "addr", "add", f"{net}.2/24", "dev", ns_if],
+        [*inside, "ip", "link", "set", ns_if, "up"],
+        [*inside, "ip", "link", "set", "lo", "up"],
+    ]
+    made = os.geteuid() == 0 and shutil.which("ip") is not None
+    for step in steps if made else []:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"no network namespace ({' '.join(step)}: {done.stderr.strip()}): one namespace")
+            made = False
+            break
+    try:
+        yield (tuple(inside), f"{net}.1") if made else ((), "127.0.0.1")
+    finally:
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+
+
+def seen_from(client: dict[str, str], address: str) -> dict[str, str]:
+    """The client variables with the servers' loopback address replaced by ``address``."""
+    return {k: v.replace("127.0.0.1", address) for k, v in client.items()}
 
 
 def client_env(client: dict[str, str], home: Path, **more: str) -> dict[str, str]:
@@ -115,10 +171,14 @@ def client_env(client: dict[str, str], home: Path, **more: str) -> dict[str, str
 
 
 def prefect(api: str, path: str, body: dict | None = None):
+    """A call of the Prefect server's REST API (with its auth string, if it has one)."""
+    import base64
+
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{api}{path}", data=data, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if api in _AUTH:
+        headers["Authorization"] = "Basic " + base64.b64encode(_AUTH[api].encode()).decode()
+    request = urllib.request.Request(f"{api}{path}", data=data, headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read() or b"null")
 

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "gymflow"
 APP = ("cli", "flows", "tasks", "deployments")
-LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle"]
+LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle", "stack"]
 """Bottom to top: each package may import itself and those before it, never those after."""
 
 

@@ -49,15 +49,12 @@ def drills(tmp_path_factory):
     stack, client = start_stack(folder, workers=2, train_limit=1)
     env = client_env(client, stack.home)
     pool = stack.settings.pool
-    for name, extra in (
-        ("first", []),
-        ("second", []),
-        ("third", ["--set", "sft.max_steps=8", "--set", "sft.eval_every=2"]),
-    ):
-        done = gymflow(["deploy", "--pool", pool, "--name", name, "--cron", "", "--eval-cron", "",
-                        *MICRO, *extra], env, stack.home, 180)  # fmt: skip
-        assert done.returncode == 0, done.stderr
+    longer_sft = [arg.replace("sft.max_steps=4", "sft.max_steps=8") for arg in MICRO]
     try:
+        for name, budget in (("first", MICRO), ("second", MICRO), ("third", longer_sft)):
+            done = gymflow(["deploy", "--pool", pool, "--name", name, "--cron", "",
+                            "--eval-cron", "", *budget], env, stack.home, 180)  # fmt: skip
+            assert done.returncode == 0, done.stderr
         yield stack, client
     finally:
         stop_stack(stack)

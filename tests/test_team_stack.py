@@ -19,10 +19,13 @@ from pathlib import Path
 import pytest
 from team_stack import (
     ADMIN_PASSWORD,
+    AUTH_STRING,
     MICRO,
     client_env,
     gymflow,
+    machine,
     run_deployment,
+    seen_from,
     start_stack,
     stop_stack,
     wait_final,
@@ -35,7 +38,7 @@ MODEL = "gymflow-tool_call"
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     folder = tmp_path_factory.mktemp("team")
-    stack, client = start_stack(folder, workers=1, login=True)
+    stack, client = start_stack(folder, workers=1, login=True, auth=True, host="0.0.0.0")
     try:
         yield stack, client, folder
     finally:
@@ -89,7 +92,8 @@ def test_bad_servers_and_logins_are_one_line_each(team, tmp_path):
         "bad_request": (["stack", "check", "--pool", "no-such-pool"], {}),
         "orchestrator_unavailable": (["stack", "check"], {"PREFECT_API_URL": f"{dead}/api"}),
     }
-    for kind, (args, changes) in cases.items():
+    refused = (["stack", "check"], {"PREFECT_API_AUTH_STRING": "team:wrong"})
+    for kind, (args, changes) in [*cases.items(), ("orchestrator_unavailable", refused)]:
         done = gymflow(args, client_env(client, tmp_path) | changes, tmp_path, 120)
         errors = [line for line in done.stderr.splitlines() if line.startswith("error: [")]
         assert done.returncode != 0 and len(errors) == 1, (kind, done.stdout, done.stderr)
@@ -133,45 +137,53 @@ def test_a_second_home_starts_from_the_champion_and_shares_the_registry(team, po
     stack, client, folder = team
     home_a, home_b = stack.home, folder / "home-b"
     home_b.mkdir()
-    env_a, env_b = client_env(client, home_a), client_env(client, home_b)
-    promoted = gymflow(["promote", "1", "--name", MODEL, "--force"], env_a, home_a, 120)
-    assert promoted.returncode == 0, promoted.stderr
-    run_b = gymflow(["run", *MICRO, "--run", "b1", "--quiet"], env_b, home_b, 900)
-    assert run_b.returncode == 0, run_b.stdout[-2000:] + run_b.stderr[-2000:]
-    summary = json.loads((home_b / "runs" / "b1" / "summary.json").read_text())
-    assert summary["policy_start"] == "champion v1", summary["policy_start"]
-    assert not (home_b / "mlruns").exists()
-    assert (home_b / "runs" / "b1" / "policies" / "champion-v1" / "config.json").is_file()
-    for env, home in ((env_a, home_a), (env_b, home_b)):
-        listed = gymflow(["models", "list", "--name", MODEL], env, home, 120)
-        assert listed.returncode == 0, listed.stderr
-        lines = [line for line in listed.stdout.splitlines() if line.startswith("  v")]
-        assert [line.split("\t")[0].strip() for line in lines] == ["v2", "v1"], listed.stdout
-        assert "run b1" in lines[0] and "run sched-" in lines[1]
-    # B promotes its version, then rolls back: the champion A sees moves back to v1
-    assert gymflow(["promote", "2", "--name", MODEL, "--force"], env_b, home_b, 120).returncode == 0
-    rolled = gymflow(["rollback", "--name", MODEL], env_b, home_b, 120)
-    assert rolled.returncode == 0 and "champion v1 (was v2)" in rolled.stdout, rolled.stdout
-    seen = gymflow(["models", "list", "--name", MODEL], env_a, home_a, 120).stdout
-    assert "v1\t[champion" in seen and "[previous_champion]" not in seen.split("v1\t")[0]
+    with machine("a", 1) as (in_a, seen_by_a), machine("b", 2) as (in_b, seen_by_b):
+        env_a = client_env(seen_from(client, seen_by_a), home_a)
+        env_b = client_env(seen_from(client, seen_by_b), home_b)
+        _two_machines(home_a, home_b, env_a, env_b, in_a, in_b)
     # models:/ resolves from the server into B's own cache
     from gymflow.policy.registered import resolve
 
     with pytest.MonkeyPatch.context() as env:
-        for key, value in env_b.items():
+        for key, value in client_env(client, home_b).items():
             env.setenv(key, value)
         found = resolve(f"/{MODEL}@champion", home_b)
     assert found.version == "1" and (found.path / "config.json").is_file()
     assert found.path.is_relative_to(home_b / ".cache" / "registry")
 
 
+def _two_machines(home_a, home_b, env_a, env_b, in_a, in_b):
+    """A (the worker's home) promotes its version; B, on another network, trains from it."""
+    promoted = gymflow(["promote", "1", "--name", MODEL, "--force"], env_a, home_a, 120, in_a)
+    assert promoted.returncode == 0, promoted.stderr
+    run_b = gymflow(["run", *MICRO, "--run", "b1", "--quiet"], env_b, home_b, 900, in_b)
+    assert run_b.returncode == 0, run_b.stdout[-2000:] + run_b.stderr[-2000:]
+    summary = json.loads((home_b / "runs" / "b1" / "summary.json").read_text())
+    assert summary["policy_start"] == "champion v1", summary["policy_start"]
+    assert not (home_b / "mlruns").exists()
+    assert (home_b / "runs" / "b1" / "policies" / "champion-v1" / "config.json").is_file()
+    for env, home, inside in ((env_a, home_a, in_a), (env_b, home_b, in_b)):
+        listed = gymflow(["models", "list", "--name", MODEL], env, home, 120, inside)
+        assert listed.returncode == 0, listed.stderr
+        lines = [line for line in listed.stdout.splitlines() if line.startswith("  v")]
+        assert [line.split("\t")[0].strip() for line in lines] == ["v2", "v1"], listed.stdout
+        assert "run b1" in lines[0] and "run sched-" in lines[1]
+    # B promotes its version, then rolls back: the champion A sees moves back to v1
+    promote_b = gymflow(["promote", "2", "--name", MODEL, "--force"], env_b, home_b, 120, in_b)
+    assert promote_b.returncode == 0, promote_b.stderr
+    rolled = gymflow(["rollback", "--name", MODEL], env_b, home_b, 120, in_b)
+    assert rolled.returncode == 0 and "champion v1 (was v2)" in rolled.stdout, rolled.stdout
+    seen = gymflow(["models", "list", "--name", MODEL], env_a, home_a, 120, in_a).stdout
+    assert "v1\t[champion" in seen and "[previous_champion]" not in seen.split("v1\t")[0]
+
+
 def test_no_secret_is_written_anywhere(team, pool_run):
     stack, client, folder = team
-    secret = ADMIN_PASSWORD.encode()
+    secrets = (ADMIN_PASSWORD.encode(), AUTH_STRING.encode())
     leaked = [
         str(path)
         for path in Path(folder).rglob("*")
-        if path.is_file() and secret in path.read_bytes()
+        if path.is_file() and any(s in path.read_bytes() for s in secrets)
     ]
     assert not leaked, leaked
     with pytest.MonkeyPatch.context() as env:
@@ -181,6 +193,6 @@ def test_no_secret_is_written_anywhere(team, pool_run):
         experiment = server.get_experiment_by_name("gymflow").experiment_id
         for run in server.search_runs([experiment], max_results=500):
             values = [*run.data.params.values(), *run.data.tags.values()]
-            assert not any(ADMIN_PASSWORD in str(v) for v in values), run.info.run_id
+            assert not any(ADMIN_PASSWORD in v or AUTH_STRING in v for v in map(str, values))
         for version in server.search_model_versions(f"name = '{MODEL}'"):
             assert not any(ADMIN_PASSWORD in str(v) for v in version.tags.values())

@@ -13,6 +13,7 @@ marker it was started with (a recycled pid after a reboot is not taken for it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,15 +79,23 @@ def is_alive(pid: int | None, marker: bytes) -> bool:
     return not cmdline or marker in cmdline
 
 
-def terminate(pid: int, marker: bytes, grace_s: float) -> str:
-    """SIGTERM ``pid``, then SIGKILL its whole session after ``grace_s``; what happened."""
-    os.kill(pid, signal.SIGTERM)
+def terminate(pid: int, marker: bytes, grace_s: float, group: bool = False) -> str:
+    """SIGTERM ``pid`` (with ``group``: every process of its session, which it leads), then
+    SIGKILL its whole session after ``grace_s``; what happened. ``group`` is for servers
+    that leave helper processes behind when only their main process is told to stop."""
+    if group:
+        os.killpg(pid, signal.SIGTERM)
+    else:
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while is_alive(pid, marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     if is_alive(pid, marker):
         os.killpg(pid, signal.SIGKILL)  # its session: the servers it started too
         return f"pid {pid} killed after {grace_s:.0f} s"
+    if group:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)  # helpers that outlived it
     return f"pid {pid} stopped"
 
 

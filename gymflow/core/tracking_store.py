@@ -76,8 +76,7 @@ def tracking_store(
     """The store for ``home``: ``uri``/``registry_uri`` (a run config's), else the user's
     environment, else the home's sqlite store. One ``bad_config`` line for a URI that holds a
     password or a registry of a scheme MLflow cannot open."""
-    chosen = uri or user_tracking_uri()
-    tracking = chosen or home_store_uri(home)
+    tracking = uri or user_tracking_uri() or home_store_uri(home)
     registry = registry_uri or os.environ.get("MLFLOW_REGISTRY_URI", "").strip() or tracking
     for what, value in (("tracking", tracking), ("registry", registry)):
         check_no_password(value, what)
@@ -90,7 +89,7 @@ def tracking_store(
             f"({', '.join(s + ':' for s in REGISTRY_SCHEMES[2:6])}) in MLFLOW_REGISTRY_URI or "
             "tracking.registry_uri",
         )
-    return TrackingStore(tracking, registry, home_store=chosen is None)
+    return TrackingStore(tracking, registry, home_store=tracking == home_store_uri(home))
 
 
 def check_no_password(uri: str, what: str = "tracking") -> None:

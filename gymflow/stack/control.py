@@ -105,7 +105,8 @@ def down(stack: Stack, grace_s: float = 30.0) -> list[str]:
     for server in reversed(stack.servers()):
         pid = stack.alive(server)
         if pid is not None:
-            said.append(f"{server.name}: {detached.terminate(pid, server.marker, grace_s)}")
+            stopped = detached.terminate(pid, server.marker, grace_s, group=True)
+            said.append(f"{server.name}: {stopped}")
         stack.pid_file(server.name).unlink(missing_ok=True)
     if postgres.running(stack.pg):
         postgres.stop(stack.pg)

@@ -63,7 +63,11 @@ def mlflow_server(settings: StackSettings, root: Path, pg: Postgres) -> Server:
         "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
         "--host", settings.host, "--port", str(settings.mlflow_port), "--workers", "1",
     ]  # fmt: skip
-    env = base_env("MLFLOW_AUTH_ADMIN_PASSWORD") | {"MLFLOW_DISABLE_TELEMETRY": "true"}
+    env = base_env("MLFLOW_AUTH_ADMIN_PASSWORD") | {
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        # MLflow's job runner (GenAI scorers and the like; seven consumer processes): unused
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
     if settings.mlflow_login:
         command += ["--app-name", "basic-auth"]
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(write_auth_config(root, pg))
