@@ -15,9 +15,9 @@ same run folder: finished stages are reused and the failed one runs again.
 
 With a work pool (``gymflow deploy --pool NAME``) the same deployments are registered with the
 pool instead of served here: their entrypoints are module paths (the installed package, on
-every worker), and the lifecycle holds a slot of the pool's training limit
-(:func:`gymflow.stack.pool.train_limit_name`) while it runs, so at most N lifecycles train at
-once on the pool, whoever started them.
+every worker), and the lifecycle goes to the pool's training queue
+(:data:`gymflow.stack.pool.TRAIN_QUEUE`), whose concurrency limit lets at most N lifecycles
+run at once on the pool, whoever started them.
 """
 
 from __future__ import annotations
@@ -54,27 +54,9 @@ def _flow_run_name() -> str:
 
 
 @flow(name="rlvr-lifecycle-scheduled", flow_run_name=_flow_run_name)
-def scheduled_lifecycle(
-    config: LifecycleConfig | None = None, force: bool = False, train_limit: str | None = None
-) -> dict:
+def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = False) -> dict:
     """A lifecycle run of ``config`` (default: the embedded default) unless nothing changed
-    since a finished run (``force`` runs anyway). With ``train_limit`` (a Prefect global
-    concurrency limit's name) the run waits for a slot of it first and holds it to the end."""
-    if train_limit is None:
-        return _scheduled(config, force)
-    from prefect.concurrency.sync import concurrency
-    from prefect.logging import get_run_logger
-
-    get_run_logger().info("waiting for a slot of the training limit %s", train_limit)
-    # a lease that a killed worker stops renewing frees its slot within a minute
-    with concurrency(
-        train_limit, occupy=1, lease_duration=60, raise_on_lease_renewal_failure=False
-    ):
-        get_run_logger().info("holding a slot of %s", train_limit)
-        return _scheduled(config, force)
-
-
-def _scheduled(config: LifecycleConfig | None, force: bool) -> dict:
+    since a finished run (``force`` runs anyway)."""
     from prefect.artifacts import create_markdown_artifact
     from prefect.logging import get_run_logger
     from prefect.runtime import flow_run
@@ -104,14 +86,15 @@ def lifecycle_deployment(
     cron: str | None, config: LifecycleConfig, name: str = "nightly", pool: str | None = None
 ):
     """The scheduled lifecycle with every field of ``config`` as its parameters (one at a time);
-    for ``pool``, a work-pool deployment holding a slot of the pool's training limit."""
-    parameters, limits = {"config": config.model_dump()}, {"concurrency_limit": 1}
-    if pool is not None:  # the pool's training limit counts every deployment's runs
-        from gymflow.stack.pool import train_limit_name
+    for ``pool``, a deployment of the pool's training queue (its limit counts every
+    lifecycle deployment's runs)."""
+    limits = {"concurrency_limit": 1}
+    if pool is not None:
+        from gymflow.stack.pool import TRAIN_QUEUE
 
-        parameters["train_limit"], limits = train_limit_name(pool), {}
+        limits = {"work_queue_name": TRAIN_QUEUE}
     return scheduled_lifecycle.to_deployment(
-        name=name, cron=cron, tags=["gymflow"], parameters=parameters,
+        name=name, cron=cron, tags=["gymflow"], parameters={"config": config.model_dump()},
         description="The RLVR lifecycle; skips when nothing is new.", **limits, **_for_pool(pool),
     )  # fmt: skip
 

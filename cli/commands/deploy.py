@@ -68,7 +68,7 @@ def deploy(
         "--pool",
         help="Register the deployments with this process work pool of the Prefect server "
         "PREFECT_API_URL names, and return: workers (`prefect worker start --pool NAME`) run "
-        "them; at most the pool's training limit of lifecycles train at once.",
+        "them; at most the limit of the pool's work queue 'training' of lifecycles run at once.",
     ),
 ) -> None:
     """Schedule the flows and keep them running.

@@ -10,8 +10,9 @@ line with a kind in seconds, not minutes of MLflow's own retries later in a run:
 
 While a run works, a server that goes away is MLflow's client's to wait for: it retries each
 request with a growing backoff (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``,
-``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR``; about four minutes in all by default) and logs each
-retry as a warning.
+``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR``, which
+:data:`gymflow.lifecycle.tracking.SERVER_RETRIES` raises to about eight minutes unless set)
+and logs each retry as a warning (``urllib3.connectionpool - Retrying …``).
 """
 
 from __future__ import annotations

@@ -33,6 +33,16 @@ EXPERIMENT_TAGS = {
 }
 
 
+SERVER_RETRIES = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "10",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+}
+"""MLflow's client against a server retries each request this many times, the wait doubling
+from 2 s up to urllib3's 120 s cap: about eight minutes before a stage gives up, against
+MLflow's default of seven tries (about two minutes of waits while a restarting server is
+down, fewer when a database restart spent some on 5xx answers)."""
+
+
 def configure(home: Path, uri: str | None = None, registry_uri: str | None = None) -> str:
     """Point MLflow at the home's store, or at ``uri`` / the user's ``MLFLOW_TRACKING_URI``
     (:func:`gymflow.core.tracking_store.tracking_store`), with environment variables so TRL's
@@ -49,6 +59,8 @@ def configure(home: Path, uri: str | None = None, registry_uri: str | None = Non
         os.environ[HOME_STORE_VAR] = store.tracking_uri
     elif store.server:
         check_tracking_server(store.tracking_uri)
+        for key, value in SERVER_RETRIES.items():  # the user's own settings win
+            os.environ.setdefault(key, value)
     os.environ["MLFLOW_TRACKING_URI"] = store.tracking_uri
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ["MLFLOW_EXPERIMENT_NAME"] = EXPERIMENT

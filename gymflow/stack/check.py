@@ -95,10 +95,10 @@ def check_prefect(api: str, timeout_s: float = 10.0) -> str:
 
 
 def _pool(pool: str) -> str:
-    from gymflow.stack.pool import check_pool, train_limit_name
+    from gymflow.stack.pool import TRAIN_QUEUE, check_pool
 
     check_pool(pool)
-    return f"work pool {pool} is there (training limit {train_limit_name(pool)})"
+    return f"work pool {pool} is there (lifecycles in its queue {TRAIN_QUEUE})"
 
 
 def _no_prefect(base: str, why: str) -> GymflowError:

@@ -1,25 +1,24 @@
 """The work pool a team's lifecycles run on, and the limit on how many train at once.
 
 A Prefect *process* work pool: workers on any machine (``prefect worker start --pool NAME``)
-poll it and run each flow run in a child process. Training is limited by a Prefect global
-concurrency limit named :func:`train_limit_name` ``(pool)``: the pool's lifecycle deployments
-hold one slot while they run (``deployments/lifecycle.py``), so with a limit of N the N+1-th
-lifecycle waits, whoever started it (a schedule, the UI, ``prefect deployment run``).
-The client talks to the server ``PREFECT_API_URL`` names.
+poll it and run each flow run in a child process. The pool's lifecycle deployments go to its
+work queue :data:`TRAIN_QUEUE`, whose concurrency limit is the number of lifecycles that may
+run at once: a worker takes the N+1-th only when one of the N has ended, whoever started it (a
+schedule, the UI, ``prefect deployment run``). The Prefect server counts the queue's running
+flow runs in its database, so a server restart changes nothing; a run whose worker was killed
+holds its place until it is retried or cancelled. Evaluations and collections go to the pool's
+default queue, unlimited. The client talks to the server ``PREFECT_API_URL`` names.
 """
 
 from __future__ import annotations
 
 from gymflow.core.failures import FailureKind, GymflowError
 
-
-def train_limit_name(pool: str) -> str:
-    """``gymflow-train-<pool>``: the global concurrency limit of the pool's training."""
-    return f"gymflow-train-{pool}"
+TRAIN_QUEUE = "training"
 
 
 def ensure_pool(pool: str, train_limit: int) -> list[str]:
-    """Create the process work pool and its training limit if missing (the limit set to
+    """Create the process work pool and its training queue if missing (the queue's limit set to
     ``train_limit`` either way); what was done, one line each."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
@@ -37,9 +36,15 @@ def ensure_pool(pool: str, train_limit: int) -> list[str]:
                 WorkPoolCreate(name=pool, type="process", base_job_template=template)
             )
             said.append(f"work pool {pool}: created (process)")
-        name = train_limit_name(pool)
-        client.upsert_global_concurrency_limit_by_name(name, train_limit)
-        said.append(f"concurrency limit {name}: {train_limit} lifecycle(s) training at once")
+        try:
+            queue = client.read_work_queue_by_name(TRAIN_QUEUE, work_pool_name=pool)
+            client.update_work_queue(queue.id, concurrency_limit=train_limit)
+        except ObjectNotFound:
+            client.create_work_queue(
+                TRAIN_QUEUE, work_pool_name=pool, concurrency_limit=train_limit,
+                description="gymflow lifecycles: at most this many train at once",
+            )  # fmt: skip
+        said.append(f"work queue {pool}/{TRAIN_QUEUE}: {train_limit} lifecycle(s) at once")
     return said
 
 

@@ -42,8 +42,8 @@ class StackSettings(BaseModel):
     train_limit: int = Field(
         1,
         ge=1,
-        description="At most this many lifecycles train at once on the pool (its Prefect "
-        "concurrency limit), whoever started them.",
+        description="At most this many lifecycles run at once on the pool (the concurrency "
+        "limit of its work queue 'training'), whoever started them.",
     )
     mlflow_login: bool = Field(
         False,
