@@ -164,8 +164,8 @@ def _to_pool(chosen: list, pool: str) -> None:
     """Register with the pool of the server ``PREFECT_API_URL`` names (checked first)."""
     from gymflow.cli.errors import fail, fail_with
     from gymflow.core.failures import GymflowError
+    from gymflow.core.prefect_server import check_prefect
     from gymflow.deployments.lifecycle import register_with_pool
-    from gymflow.stack.check import check_prefect
 
     api_url = os.environ.get("PREFECT_API_URL")
     if not api_url:

@@ -107,6 +107,9 @@ def worker(settings: StackSettings, root: Path, home: Path, number: int) -> Serv
         "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
         "GYMFLOW_HOME": str(home),
     }
+    # a flow run rides out a Prefect server restart: its client retries a lost connection 8
+    # times, the wait doubling from 2 s (about 8 minutes; Prefect's default 5 is about 1)
+    env["PREFECT_CLIENT_MAX_RETRIES"] = os.environ.get("PREFECT_CLIENT_MAX_RETRIES", "8")
     name = f"{settings.pool}-{os.uname().nodename}-{number}"
     command = [sys.executable, "-m", "prefect", "worker", "start", "--pool", settings.pool,
                "--type", "process", "--name", name]  # fmt: skip
