@@ -154,6 +154,9 @@ def test_a_killed_worker_run_resumes_on_the_other_worker(drills):
     stages = _stage_runs(client, f"sched-{run_id}")
     before_sft = {"generate_tasks", "resolve_policy", "profile_verifier", "baseline_eval"}
     assert all(stages[s] == 1 for s in before_sft), stages  # reused from the shared results
+    assert stages["sft"] == 2, stages  # the killed attempt's and the retry's
+    resumed = _finished_sft(client, f"sched-{run_id}").data.params.get("resumed_from", "")
+    assert "sft/trainer/checkpoint-" in resumed, resumed  # from the killed attempt's checkpoint
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["sft_ran"] and "registry" in summary
     from mlflow import MlflowClient
@@ -163,6 +166,16 @@ def test_a_killed_worker_run_resumes_on_the_other_worker(drills):
     )
     run_ids = [v.tags.get("gymflow.run_id") for v in versions]
     assert len(run_ids) == len(set(run_ids)) == 3, run_ids  # one version per run, none twice
+
+
+def _finished_sft(client, run_id: str):
+    from mlflow import MlflowClient
+
+    server = MlflowClient(tracking_uri=client["MLFLOW_TRACKING_URI"])
+    experiment = server.get_experiment_by_name("gymflow").experiment_id
+    query = f"tags.`gymflow.run_id` = '{run_id}' and tags.`gymflow.stage` = 'sft'"
+    (run,) = [r for r in server.search_runs([experiment], query) if r.info.status == "FINISHED"]
+    return run
 
 
 def _flow_run_process(flow_run_id: str) -> int:
