@@ -51,6 +51,16 @@ def run(home: Path, env: dict[str, str], sets: list[str]) -> dict:
     return {"wall_s": round(wall, 1), "run_wall_s": summary["wall_s"], "stages": summary["stages"]}
 
 
+def cpu_flags() -> list[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``), for the record beside the figures."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            line = next(row for row in info if row.startswith(("flags", "Features")))
+    except (OSError, StopIteration):
+        return []
+    return sorted(line.split(":", 1)[1].split())
+
+
 def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -103,6 +113,7 @@ def main() -> None:
             "stack_up_s": round(stack_up_s, 1),
             "slowdown": round(remote["wall_s"] / local["wall_s"] - 1, 3),
             "target_slowdown": 0.10,
+            "cpu_flags": cpu_flags(),
             **machine(load),
         },
         args.out,
