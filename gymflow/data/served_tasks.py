@@ -49,4 +49,6 @@ def task_store(
     try:
         return TaskStore(tasks, trust_client_tasks)
     except ValueError as exc:
-        raise InputFileError(Path(paths[0]), None, str(exc), FailureKind.SCHEMA_VIOLATION) from None
+        raise InputFileError(
+            Path(paths[0]), None, str(exc), FailureKind.SCHEMA_VIOLATION
+        ) from None
