@@ -156,12 +156,14 @@ def _two_machines(home_a, home_b, env_a, env_b, in_a, in_b):
     """A (the worker's home) promotes its version; B, on another network, trains from it."""
     promoted = gymflow(["promote", "1", "--name", MODEL, "--force"], env_a, home_a, 120, in_a)
     assert promoted.returncode == 0, promoted.stderr
-    run_b = gymflow(["run", *MICRO, "--run", "b1", "--quiet"], env_b, home_b, 900, in_b)
+    start = ["--set", f"model_path=models:/{MODEL}@champion"]  # named, not implied
+    run_b = gymflow(["run", *MICRO, *start, "--run", "b1", "--quiet"], env_b, home_b, 900, in_b)
     assert run_b.returncode == 0, run_b.stdout[-2000:] + run_b.stderr[-2000:]
     summary = json.loads((home_b / "runs" / "b1" / "summary.json").read_text())
     assert summary["policy_start"] == "champion v1", summary["policy_start"]
     assert not (home_b / "mlruns").exists()
-    assert (home_b / "runs" / "b1" / "policies" / "champion-v1" / "config.json").is_file()
+    # downloaded from the server's artifact store into B's own cache
+    assert (home_b / ".cache" / "registry" / MODEL / "v1" / "config.json").is_file()
     for env, home, inside in ((env_a, home_a, in_a), (env_b, home_b, in_b)):
         listed = gymflow(["models", "list", "--name", MODEL], env, home, 120, inside)
         assert listed.returncode == 0, listed.stderr

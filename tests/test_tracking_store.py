@@ -94,3 +94,12 @@ def test_logins_never_show_and_versions_must_match():
     check_versions("MLflow", "3.17.2", "3.17.0", "http://h:5000")
     with pytest.raises(GymflowError, match=r"\[version_mismatch\] the MLflow server at http://h:5000 runs 2.22.1"):  # fmt: skip
         check_versions("MLflow", "2.22.1", "3.17.2", "http://h:5000")
+
+
+def test_a_registry_spec_is_a_start_a_run_config_takes(tmp_path):
+    from gymflow.lifecycle.run_config import run_config
+
+    spec = "models:/gymflow-tool_call@champion"
+    assert run_config(smoke=True, sets={"model_path": spec}).model_path == spec
+    with pytest.raises(GymflowError, match=r"\[bad_request\] 'models:gymflow' is not a registry spec"):  # fmt: skip
+        run_config(smoke=True, sets={"model_path": "models:gymflow"})

@@ -43,7 +43,9 @@ class LifecycleConfig(BaseModel):
     )
     model_path: str | None = Field(
         None,
-        description="A local from_pretrained checkpoint to start from; None = embedded tiny model.",
+        description="A local from_pretrained checkpoint to start from (a folder, a .gguf file, "
+        "catalog:NAME), or a registered version, models:/NAME@ALIAS or models:/NAME/N, from "
+        "wherever the registry is; None = the champion, else the embedded tiny model.",
     )
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
     tracking: TrackingSettings = Field(
