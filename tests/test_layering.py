@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "gymflow"
 APP = ("cli", "flows", "tasks", "deployments")
-LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle", "stack"]
+LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle",
+          "stack"]  # fmt: skip
 """Bottom to top: each package may import itself and those before it, never those after."""
 
 
