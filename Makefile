@@ -62,6 +62,13 @@ $(DEV_STAMP): $(STAMP)
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  { apt-get install -y -q chromium >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; }; } || true
+	# PostgreSQL: the team stack's tests (tests/test_team_*.py) run a real one, as `gymflow stack
+	# up` does. Debian's package puts its binaries under /usr/lib/postgresql/<major>/bin. Best
+	# effort like chromium (without it those tests are skipped and say why).
+	command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y -q postgresql >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q postgresql >/dev/null 2>&1; }; }; } || true
 	touch $(DEV_STAMP)
 
 setup: $(STAMP)

@@ -102,10 +102,12 @@ class LazyGroup(QuickHelpGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        """Run the command line; a usage error is one ``error: [bad_request] …`` line, exit 2."""
+        """Run the command line; a usage error is one ``error: [bad_request] …`` line, exit 2,
+        and so is any :class:`~gymflow.core.failures.GymflowError` no command caught (a
+        tracking server that does not answer, found by a preflight deep in a command)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
-        from gymflow.cli.errors import show_click_error
+        from gymflow.cli.errors import error_line, show_click_error
 
         if (sys.argv[1:] if args is None else list(args)) == ["--version"]:
             typer.echo(version_line())
@@ -122,6 +124,13 @@ class LazyGroup(QuickHelpGroup):
         except typer.Abort:
             typer.echo("error: [bad_request] aborted", err=True)
             sys.exit(1)
+        except Exception as exc:
+            from gymflow.core.failures import GymflowError
+
+            if not isinstance(exc, GymflowError):
+                raise
+            typer.echo(error_line(exc.kind, exc.detail), err=True)
+            sys.exit(2 if exc.kind in ("bad_request", "bad_config") else 1)
         sys.exit(code if isinstance(code, int) else 0)
 
 

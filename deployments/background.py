@@ -10,34 +10,26 @@ Two processes, started in their own sessions so closing the terminal does not st
 
 :func:`stop` ends them (serve first, then ui) with SIGTERM, then SIGKILL after a grace period.
 A pid file names a process only while that process is alive and is one of ours (its command
-line says ``gymflow.cli.main``), so a stale file after a reboot is reported as such.
+line says ``gymflow.cli.main``), so a stale file after a reboot is reported as such
+(:mod:`gymflow.core.detached`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from gymflow.core import detached
+from gymflow.core.detached import log_tail
 from gymflow.core.failures import FailureKind, GymflowError
 
 FOLDER = Path(".prefect") / "background"
-_LAUNCH = """\
-import subprocess, sys
-from pathlib import Path
-child = subprocess.Popen(sys.argv[2:], start_new_session=True)
-Path(sys.argv[1]).write_text(f"{child.pid}\\n")
-"""
-"""Started through a launcher that exits at once, so the process is init's child from its first
-moment: a parent that exits later would change its parent pid, which the parent watchdog of
-``gymflow ui`` and ``gymflow deploy`` (:mod:`gymflow.core.watchdog`) reads as its own death
-(it then stops the servers)."""
+MARKER = b"gymflow"
+"""What a background process's command line holds (``python -m gymflow.cli.main …``)."""
 NAMES = ("serve", "ui")  # stop order
 
 
@@ -63,9 +55,8 @@ def process(home: Path, name: str) -> Process:
     """What the pid file of ``name`` says, checked against the running processes."""
     pid_file = folder(home) / f"{name}.pid"
     log = folder(home) / f"{name}.log"
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
+    pid = detached.read_pid(pid_file)
+    if pid is None:
         return Process(name, None, False, log)
     return Process(name, pid, _is_ours(pid), log)
 
@@ -96,22 +87,10 @@ def start(home: Path, name: str, args: list[str], env: dict[str, str]) -> Proces
             FailureKind.BAD_REQUEST,
             f"{name} is running already (pid {running.pid}); `gymflow deploy --stop` first",
         )
-    folder(home).mkdir(parents=True, exist_ok=True)
     log = folder(home) / f"{name}.log"
     pid_file = folder(home) / f"{name}.pid"
-    pid_file.unlink(missing_ok=True)
     command = [sys.executable, "-m", "gymflow.cli.main", *args]
-    try:
-        with log.open("ab") as out:
-            subprocess.run(
-                [sys.executable, "-c", _LAUNCH, str(pid_file), *command], cwd=home, env=env,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=True,
-                timeout=120,
-            )  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GymflowError(
-            FailureKind.INTERNAL_ERROR, f"could not start the {name}: {exc}: {log_tail(log)}"
-        ) from None
+    detached.launch(command, home, env, log, pid_file)
     return process(home, name)
 
 
@@ -143,15 +122,7 @@ def stop(home: Path, grace_s: float = 30.0) -> list[str]:
         if proc.pid is None:
             continue
         if proc.alive:
-            os.kill(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace_s
-            while _is_ours(proc.pid) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if _is_ours(proc.pid):
-                os.killpg(proc.pid, signal.SIGKILL)  # its session: the servers it started too
-                said.append(f"{name}: pid {proc.pid} killed after {grace_s:.0f} s")
-            else:
-                said.append(f"{name}: pid {proc.pid} stopped")
+            said.append(f"{name}: {detached.terminate(proc.pid, MARKER, grace_s)}")
         else:
             said.append(f"{name}: pid {proc.pid} was not running (stale pid file removed)")
         forget_pid(home, name, proc.pid)
@@ -167,14 +138,6 @@ def answers(url: str) -> bool:
         return False
 
 
-def log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no log)"
-    return " | ".join(text[-lines:]) or "(empty log)"
-
-
 def ui_json(home: Path) -> dict:
     try:
         return json.loads((home / ".ui.json").read_text())
@@ -183,22 +146,5 @@ def ui_json(home: Path) -> dict:
 
 
 def _is_ours(pid: int | None) -> bool:
-    """``pid`` is alive (not a zombie) and runs gymflow's command line (not a recycled pid).
-
-    A process in the middle of ``exec`` (slow under disk load) shows an empty command line for
-    a while: that counts as ours, its state says it is alive.
-    """
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, IndexError):
-        return True  # no /proc: trust the pid
-    if state in ("Z", "X"):  # exited, not yet reaped
-        return False
-    return not cmdline or b"gymflow" in cmdline
+    """``pid`` is alive and runs gymflow's command line (not a recycled pid)."""
+    return detached.is_alive(pid, MARKER)

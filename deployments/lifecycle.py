@@ -12,6 +12,12 @@ config digest, code version: :mod:`gymflow.lifecycle.run_inputs`); when a finish
 same, it ends in seconds and says which run did the work. Its run id comes from its flow run,
 so a retry of a failed flow run (the Prefect UI's Retry, or ``gymflow rerun``) works in the
 same run folder: finished stages are reused and the failed one runs again.
+
+With a work pool (``gymflow deploy --pool NAME``) the same deployments are registered with the
+pool instead of served here: their entrypoints are module paths (the installed package, on
+every worker), and the lifecycle goes to the pool's training queue
+(:data:`gymflow.stack.pool.TRAIN_QUEUE`), whose concurrency limit lets at most N lifecycles
+run at once on the pool, whoever started them.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = Fal
     home = project_home()
     cfg = config or LifecycleConfig()
     check_env(cfg.env)  # bad_config, naming the environments there are, before any work
-    configure(home)
+    configure(home, cfg.tracking.uri, cfg.tracking.registry_uri)
     run_dir = home / "runs" / scheduled_run_id(flow_run.get_id())
     if not force and not (run_dir / "config.json").exists():
         inputs = current_inputs(cfg)
@@ -76,30 +82,61 @@ def scheduled_lifecycle(config: LifecycleConfig | None = None, force: bool = Fal
     return lifecycle(open_run(home, run_dir, cfg), cfg)
 
 
-def lifecycle_deployment(cron: str | None, config: LifecycleConfig, name: str = "nightly"):
-    """The scheduled lifecycle with every field of ``config`` as its parameters (one at a time)."""
+def lifecycle_deployment(
+    cron: str | None, config: LifecycleConfig, name: str = "nightly", pool: str | None = None
+):
+    """The scheduled lifecycle with every field of ``config`` as its parameters (one at a time);
+    for ``pool``, a deployment of the pool's training queue (its limit counts every
+    lifecycle deployment's runs)."""
+    limits = {"concurrency_limit": 1}
+    if pool is not None:
+        from gymflow.stack.pool import TRAIN_QUEUE
+
+        limits = {"work_queue_name": TRAIN_QUEUE}
     return scheduled_lifecycle.to_deployment(
         name=name, cron=cron, tags=["gymflow"], parameters={"config": config.model_dump()},
-        concurrency_limit=1, description="The RLVR lifecycle; skips when nothing is new.",
+        description="The RLVR lifecycle; skips when nothing is new.", **limits, **_for_pool(pool),
     )  # fmt: skip
 
 
-def evaluate_deployment(cron: str | None, env: str, name: str = "champion-eval"):
+def evaluate_deployment(
+    cron: str | None, env: str, name: str = "champion-eval", pool: str | None = None
+):
     from gymflow.flows.evaluate import evaluate
     from gymflow.lifecycle.model_registry import registered_name
 
     options = {"envs": [env], "policy": f"models:/{registered_name(env)}@champion"}
     return evaluate.to_deployment(
-        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}
+        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}, **_for_pool(pool)
     )
 
 
-def collect_deployment(cron: str | None, options: dict, name: str = "collect"):
+def collect_deployment(cron: str | None, options: dict, name: str = "collect", pool=None):
     from gymflow.flows.collect import collect
 
     return collect.to_deployment(
-        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}
+        name=name, cron=cron, tags=["gymflow"], parameters={"options": options}, **_for_pool(pool)
     )
+
+
+def _for_pool(pool: str | None) -> dict:
+    """A work pool's workers import the flow from the installed package (no code upload)."""
+    if pool is None:
+        return {}
+    from prefect.deployments.runner import EntrypointType
+
+    return {"entrypoint_type": EntrypointType.MODULE_PATH}
+
+
+def register_with_pool(deployments: list, pool: str) -> list[str]:
+    """Register ``deployments`` with the work pool ``pool`` (which must exist); one line each."""
+    from gymflow.stack.pool import check_pool
+
+    check_pool(pool)
+    return [
+        f"deployment {d.flow_name}/{d.name} -> pool {pool} (id {d.apply(work_pool_name=pool)})"
+        for d in deployments
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,4 +2,4 @@
 those after (``tests/test_layering.py`` holds the code to it, ``tests/test_layout_page.py``
 the layout page)."""
 
-LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle"]
+LAYERS = ["core", "env", "data", "policy", "rollout", "agent", "eval", "train", "lifecycle", "stack"]

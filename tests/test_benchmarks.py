@@ -46,6 +46,8 @@ NO_SMOKE = {
     "ray_verify": "starts a Ray cluster",
     "make_run": "times `make run` in a fresh clone (no script: the command is the benchmark)",
     "make_test": "times `make test` in a fresh clone (no script: the command is the benchmark)",
+    "team_stack": "starts PostgreSQL, the MLflow and Prefect servers and runs two smoke lifecycles",
+    "arms": "trains three arms from a fresh SFT start (minutes even at --smoke)",
 }
 """Benchmarks the test only imports, and why."""
 

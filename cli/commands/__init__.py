@@ -38,5 +38,6 @@ COMMANDS: dict[str, Entry] = {
     "rollback": Entry("models:rollback_app", "Move champion back to previous_champion."),
     "ui": Entry("ui:ui_app", "Serve this project's Prefect and MLflow UIs."),
     "deploy": Entry("deploy:deploy_app", "Schedule the flows and keep them running."),
+    "stack": Entry("stack:stack_app", "A team's stack: PostgreSQL, Prefect and MLflow servers, workers."),
     "completion": Entry("completion:completion_app", "Print the shell completion script (bash, zsh, fish)."),
 }  # fmt: skip

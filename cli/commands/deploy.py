@@ -10,7 +10,9 @@ They are registered with the project's Prefect server (the one ``gymflow ui`` se
   with pid files and logs under ``<home>/.prefect/background/``
   (:mod:`gymflow.deployments.background`); ``--stop`` ends them;
 * ``--systemd DIR``: unit files for systemd (:mod:`gymflow.deployments.systemd`);
-* ``--status``: what serves the deployments, their schedules, next and latest runs.
+* ``--status``: what serves the deployments, their schedules, next and latest runs;
+* ``--pool NAME``: registered with a work pool of a team's Prefect server (``PREFECT_API_URL``)
+  and returned at once; ``prefect worker start --pool NAME`` on any machine runs them.
 """
 
 from __future__ import annotations
@@ -61,6 +63,13 @@ def deploy(
     wait: float = typer.Option(
         0, help="Wait up to this many seconds for the project's Prefect server to answer."
     ),
+    pool: str = typer.Option(
+        None,
+        "--pool",
+        help="Register the deployments with this process work pool of the Prefect server "
+        "PREFECT_API_URL names, and return: workers (`prefect worker start --pool NAME`) run "
+        "them; at most the limit of the pool's work queue 'training' of lifecycles run at once.",
+    ),
 ) -> None:
     """Schedule the flows and keep them running.
 
@@ -77,14 +86,18 @@ def deploy(
     systemctl --user enable --now gymflow-ui gymflow-deploy`, and `loginctl enable-linger`
     to start them at boot).
 
+    For a team: --pool NAME registers them with a work pool of the Prefect server
+    PREFECT_API_URL names (`gymflow stack up` makes one) and returns; workers on any machine
+    run them.
+
     Example: gymflow deploy --background --cron "0 3 * * *" --set grpo.time_budget_s=900
     """
     from gymflow.cli.errors import fail
     from gymflow.lifecycle.home import configure_prefect, project_home
 
     home = project_home()
-    if sum((background, status, stop, systemd is not None)) > 1:
-        fail("bad_request", "choose one of --background, --status, --stop, --systemd")
+    if sum((background, status, stop, systemd is not None, pool is not None)) > 1:
+        fail("bad_request", "choose one of --background, --status, --stop, --systemd, --pool")
     if stop:
         _stop(home)
         return
@@ -92,7 +105,12 @@ def deploy(
     _find_server(home)
     if status:
         raise typer.Exit(_status(home))
-    chosen = _deployments(config, sets, smoke, cron, eval_cron, collect_options, collect_cron, name)
+    chosen = _deployments(
+        config, sets, smoke, cron, eval_cron, collect_options, collect_cron, name, pool
+    )
+    if pool is not None:
+        _to_pool(chosen, pool)
+        return
     forwarded = _forwarded(
         config, sets, smoke, cron, eval_cron, collect_options, collect_cron, name
     )
@@ -105,7 +123,9 @@ def deploy(
         _foreground(home, chosen, wait)
 
 
-def _deployments(config, sets, smoke, cron, eval_cron, collect_options, collect_cron, name):
+def _deployments(
+    config, sets, smoke, cron, eval_cron, collect_options, collect_cron, name, pool=None
+):
     """The deployments asked for; one ``bad_config`` line before anything starts."""
     from gymflow.cli.errors import fail_with
     from gymflow.core.failures import GymflowError
@@ -115,11 +135,11 @@ def _deployments(config, sets, smoke, cron, eval_cron, collect_options, collect_
     try:
         overrides = read_overrides(config) if config is not None else None
         cfg = run_config(overrides=overrides, smoke=smoke, sets=parse_sets(sets))
-        chosen = [deployments.lifecycle_deployment(cron or None, cfg, name)]
-        chosen.append(deployments.evaluate_deployment(eval_cron or None, cfg.env))
+        chosen = [deployments.lifecycle_deployment(cron or None, cfg, name, pool=pool)]
+        chosen.append(deployments.evaluate_deployment(eval_cron or None, cfg.env, pool=pool))
         if collect_options is not None:
             options = _collect_options(collect_options)
-            chosen.append(deployments.collect_deployment(collect_cron or None, options))
+            chosen.append(deployments.collect_deployment(collect_cron or None, options, pool=pool))
     except GymflowError as exc:
         fail_with(exc)
     typer.echo(f"config digest {cfg.digest()}")
@@ -138,6 +158,30 @@ def _forwarded(config, sets, smoke, cron, eval_cron, collect_options, collect_cr
     args += ["--collect-options", str(collect_options.resolve())] if collect_options else []
     args += ["--collect-cron", collect_cron] if collect_cron is not None else []
     return args
+
+
+def _to_pool(chosen: list, pool: str) -> None:
+    """Register with the pool of the server ``PREFECT_API_URL`` names (checked first)."""
+    from gymflow.cli.errors import fail, fail_with
+    from gymflow.core.failures import GymflowError
+    from gymflow.core.prefect_server import check_prefect
+    from gymflow.deployments.lifecycle import register_with_pool
+
+    api_url = os.environ.get("PREFECT_API_URL")
+    if not api_url:
+        fail(
+            "bad_request",
+            "--pool needs a Prefect server: set PREFECT_API_URL (gymflow stack env prints it)",
+        )
+    try:
+        check_prefect(api_url)
+        for line in register_with_pool(chosen, pool):
+            typer.echo(line)
+    except GymflowError as exc:
+        fail_with(exc)
+    typer.echo(
+        f"workers run them: prefect worker start --pool {pool} (gymflow stack up starts one)"
+    )
 
 
 def _foreground(home: Path, chosen: list, wait: float) -> None:

@@ -1,6 +1,7 @@
 """The model registry for people: ``gymflow models list``, ``gymflow promote``, ``gymflow rollback``.
 
-They work on the project's MLflow store (``<home>/mlruns``) and one registered model: ``--name``
+They work on the registry the home's runs register into (a team's MLflow server when
+``MLFLOW_TRACKING_URI`` names one, else ``<home>/mlruns``) and one registered model: ``--name``
 reaches any (a run's custom ``registered_model``, a mix's ``gymflow-mix-…``), ``--env ENV`` is
 the short form for ``gymflow-ENV``. Every alias move is recorded as a tag of the registered
 model (:mod:`gymflow.lifecycle.model_registry`), so ``models list`` shows the history.
@@ -61,11 +62,12 @@ def _registry(env: str, name: str | None) -> str:
     """Point MLflow at the project's store; the registered model's name (``--name``, else
     ``gymflow-ENV``); one ``bad_request`` line naming the registered ones when it has none."""
     from gymflow.cli.errors import fail
+    from gymflow.core.tracking_store import without_login
     from gymflow.lifecycle.home import project_home
     from gymflow.lifecycle.model_registry import list_versions, registered_name
     from gymflow.lifecycle.tracking import configure
 
-    configure(project_home())
+    where = configure(project_home())
     name = name or registered_name(env)
     if not list_versions(name):
         from mlflow import MlflowClient
@@ -74,8 +76,9 @@ def _registry(env: str, name: str | None) -> str:
         there = f"registered: {', '.join(known)}; pass --name" if known else "none registered"
         fail(
             "bad_request",
-            f"no registered model {name} in {project_home() / 'mlruns'} ({there}; a "
-            "`gymflow run` registers one; set GYMFLOW_HOME to use another project)",
+            f"no registered model {name} in {without_login(where)} ({there}; a "
+            "`gymflow run` registers one; set GYMFLOW_HOME to use another project, or "
+            "MLFLOW_TRACKING_URI to use a team's server)",
         )
     return name
 

@@ -9,6 +9,7 @@ on a terminal, a line at least every 10 s in a log, nothing with ``--quiet``.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -69,8 +70,15 @@ def start_run(
     fresh_home = not (home / ".prefect").exists()  # a refused config leaves nothing behind
     configure_prefect(home)
     from gymflow.cli.errors import error_line, fail_with
-    from gymflow.core import progress
     from gymflow.core.failures import GymflowError
+    from gymflow.core.prefect_server import check_prefect
+
+    if api_url := os.environ.get("PREFECT_API_URL"):  # a server's: one line if it is not usable
+        try:
+            check_prefect(api_url)
+        except GymflowError as exc:
+            fail_with(exc, 1)
+    from gymflow.core import progress
     from gymflow.core.ids import new_run_id
     from gymflow.lifecycle.run_config import parse_sets, read_overrides, run_config
     from gymflow.lifecycle.run_context import open_run

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gymflow.core.tracking_store import TrackingSettings
 from gymflow.data.settings import TaskDataSettings
 from gymflow.eval.gate import GateSettings
 from gymflow.policy.tiny_model import TinyModelConfig
@@ -43,9 +44,16 @@ class LifecycleConfig(BaseModel):
     )
     model_path: str | None = Field(
         None,
-        description="A local from_pretrained checkpoint to start from; None = embedded tiny model.",
+        description="A local from_pretrained checkpoint to start from (a folder, a .gguf file, "
+        "catalog:NAME), or a registered version, models:/NAME@ALIAS or models:/NAME/N, from "
+        "wherever the registry is; None = the champion, else the embedded tiny model.",
     )
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    tracking: TrackingSettings = Field(
+        default_factory=TrackingSettings,
+        description="The MLflow tracking server and registry of the run (default: "
+        "MLFLOW_TRACKING_URI, else the home's store).",
+    )
     n_tasks: int = Field(6000, ge=10, description="Task drafts generated before dedup.")
     task_seed: int = Field(1, description="Generator seed.")
     heldout_frac: float = Field(
@@ -278,7 +286,8 @@ class LifecycleConfig(BaseModel):
         return self.model_validate(merge(base, changes))
 
     def digest(self) -> str:
-        blob = json.dumps(self.model_dump(), sort_keys=True)
+        # where the run is tracked is not what it computes: the same on every machine
+        blob = json.dumps(self.model_dump(exclude={"tracking"}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     @classmethod

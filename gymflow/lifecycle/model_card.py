@@ -38,15 +38,15 @@ def start_license(model_path: str | None, source: str, tags: dict[str, str] | No
     >>> start_license("catalog:smollm2-135m-instruct", "path catalog:smollm2-135m-instruct", None)
     'apache-2.0'
     """
-    from gymflow.policy.checkpoints import CATALOG_PREFIX
+    from gymflow.policy.checkpoints import CATALOG_PREFIX, REGISTRY_PREFIX
     from gymflow.policy.model_catalog import CATALOG
 
-    if model_path:
+    if model_path and not model_path.startswith(REGISTRY_PREFIX):
         if model_path.startswith(CATALOG_PREFIX):
             entry = CATALOG.get(model_path.removeprefix(CATALOG_PREFIX))
             return entry.license.lower() if entry else UNKNOWN_LICENSE
         return folder_license(Path(model_path))
-    if source.startswith("champion"):
+    if source.startswith("champion") or model_path:  # a registered version: its own tag
         return (tags or {}).get(LICENSE_TAG, UNKNOWN_LICENSE)
     return EMBEDDED_LICENSE
 

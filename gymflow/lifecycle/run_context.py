@@ -40,7 +40,7 @@ def open_run(home: Path, run_dir: Path, config) -> RunContext:
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
-    configure(home)
+    configure(home, config.tracking.uri, config.tracking.registry_uri)
     params = {"config_digest": config.digest(), "env": config.env}
     parent = parent_run_id(run_dir.name, params)
     log_config(parent, run_dir / "config.json", config.model_dump())

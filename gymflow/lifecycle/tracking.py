@@ -1,7 +1,11 @@
-"""MLflow helpers: a project-local sqlite store, one parent run per lifecycle run, nested stages.
+"""MLflow helpers: the store a home tracks into, one parent run per lifecycle run, nested stages.
 
-MLflow 3 refuses a plain ``file:`` store, so tracking and registry live in
-``sqlite:///<home>/mlruns/mlflow.db`` with artifacts under ``<home>/mlruns/artifacts``.
+The store is a team's tracking server when the user (or the run config) names one, else the
+home's own (:mod:`gymflow.core.tracking_store`). MLflow 3 refuses a plain ``file:`` store, so
+the home's tracking and registry live in ``sqlite:///<home>/mlruns/mlflow.db`` with artifacts
+under ``<home>/mlruns/artifacts``; a server keeps the artifacts in its own store, reached
+through it (``mlflow-artifacts:``), so a machine without a shared disk logs and downloads
+checkpoints, Parquet, reports and registered models through the server alone.
 A lifecycle run is found again by its ``gymflow.run_id`` tag, so a resumed run logs into the
 same parent run instead of starting a new one.
 """
@@ -29,27 +33,51 @@ EXPERIMENT_TAGS = {
 }
 
 
-def configure(home: Path) -> str:
-    """Point MLflow at the project-local store (env vars, so TRL's callback agrees)."""
+SERVER_RETRIES = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "10",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
+}
+"""MLflow's client against a server retries each request this many times, the wait doubling
+from 2 s up to urllib3's 120 s cap: about eight minutes before a stage gives up, against
+MLflow's default of seven tries (about two minutes of waits while a restarting server is
+down, fewer when a database restart spent some on 5xx answers)."""
+
+
+def configure(home: Path, uri: str | None = None, registry_uri: str | None = None) -> str:
+    """Point MLflow at the home's store, or at ``uri`` / the user's ``MLFLOW_TRACKING_URI``
+    (:func:`gymflow.core.tracking_store.tracking_store`), with environment variables so TRL's
+    callback and child processes agree. A server is checked first
+    (:func:`gymflow.core.tracking_server.check_tracking_server`): one line with a kind when it
+    does not answer, refuses the login or runs another MLflow version."""
+    from gymflow.core.tracking_server import check_tracking_server
+    from gymflow.core.tracking_store import HOME_STORE_VAR, tracking_store
+
+    store = tracking_store(home, uri, registry_uri)
     mlruns = (home / "mlruns").resolve()
-    mlruns.mkdir(parents=True, exist_ok=True)
-    uri = f"sqlite:///{mlruns / 'mlflow.db'}"
-    os.environ["MLFLOW_TRACKING_URI"] = uri
+    if store.home_store:
+        mlruns.mkdir(parents=True, exist_ok=True)
+        os.environ[HOME_STORE_VAR] = store.tracking_uri
+    elif store.server:
+        check_tracking_server(store.tracking_uri)
+        for key, value in SERVER_RETRIES.items():  # the user's own settings win
+            os.environ.setdefault(key, value)
+    os.environ["MLFLOW_TRACKING_URI"] = store.tracking_uri
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ["MLFLOW_EXPERIMENT_NAME"] = EXPERIMENT
     import mlflow
 
-    mlflow.set_tracking_uri(uri)
+    mlflow.set_tracking_uri(store.tracking_uri)
+    mlflow.set_registry_uri(store.registry_uri)
     experiment = mlflow.get_experiment_by_name(EXPERIMENT)
     if experiment is None:
-        mlflow.create_experiment(
-            EXPERIMENT, artifact_location=(mlruns / "artifacts").as_uri(), tags=EXPERIMENT_TAGS
-        )
+        # a server puts artifacts in its own store (mlflow-artifacts:); any other store, here
+        where = None if store.server else (mlruns / "artifacts").as_uri()
+        mlflow.create_experiment(EXPERIMENT, artifact_location=where, tags=EXPERIMENT_TAGS)
     elif any(experiment.tags.get(k) != v for k, v in EXPERIMENT_TAGS.items()):
         for key, value in EXPERIMENT_TAGS.items():  # a store made before these tags existed
             mlflow.MlflowClient().set_experiment_tag(experiment.experiment_id, key, value)
     mlflow.set_experiment(EXPERIMENT)
-    return uri
+    return store.tracking_uri
 
 
 def flatten(values: dict, prefix: str = "") -> dict[str, str]:

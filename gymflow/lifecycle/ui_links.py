@@ -1,8 +1,9 @@
 """Where the project's two UIs are, and the address of a run in each.
 
 ``gymflow ui`` writes the addresses it serves on to ``<home>/.ui.json``; runs started later
-link to those. ``GYMFLOW_PREFECT_UI`` / ``GYMFLOW_MLFLOW_UI`` override them; otherwise the
-defaults of ``gymflow ui`` (Prefect on 127.0.0.1:4200, MLflow on 127.0.0.1:5000).
+link to those. A team's MLflow server (``MLFLOW_TRACKING_URI`` of http(s)) is its own UI.
+``GYMFLOW_PREFECT_UI`` / ``GYMFLOW_MLFLOW_UI`` override them; otherwise the defaults of
+``gymflow ui`` (Prefect on 127.0.0.1:4200, MLflow on 127.0.0.1:5000).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import contextlib
 import json
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from gymflow.core.tracking_store import SERVER_SCHEMES, without_login
 
 UI_FILE = ".ui.json"
 DEFAULTS = {"prefect": "http://127.0.0.1:4200", "mlflow": "http://127.0.0.1:5000"}
@@ -24,6 +28,9 @@ def ui_addresses(home: Path) -> dict[str, str]:
     found = dict(DEFAULTS)
     with contextlib.suppress(OSError, ValueError):  # no `gymflow ui` yet: the defaults
         found |= json.loads((home / UI_FILE).read_text())
+    tracking = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if urlsplit(tracking).scheme in SERVER_SCHEMES:
+        found["mlflow"] = without_login(tracking)
     for key in DEFAULTS:
         found[key] = os.environ.get(f"GYMFLOW_{key.upper()}_UI", found[key]).rstrip("/")
     return found

@@ -1,7 +1,8 @@
 """The project's two UIs as child processes: the Prefect server and the MLflow UI, on loopback.
 
 Both read the project home's stores (``.prefect/`` and ``mlruns/mlflow.db``), so every
-``gymflow run`` made there shows up. The Prefect server gets its API URL, UI API URL, host
+``gymflow run`` made there shows up (a team's MLflow server is its own UI: runs tracked there
+link to it, :mod:`gymflow.lifecycle.ui_links`). The Prefect server gets its API URL, UI API URL, host
 and port from one place (setting only ``--port`` leaves the UI calling port 4200: "Can't connect
 to Server API"). Each server runs in its own process group, so stopping one stops every process
 it started (Prefect's services, MLflow's workers). :meth:`UIServers.stop` sends SIGTERM, then
@@ -128,9 +129,11 @@ class UIServers:
         """The store and the experiment (its kind and description tags) as runs make them."""
         import mlflow
 
+        from gymflow.core.tracking_store import home_store_uri
         from gymflow.lifecycle.tracking import EXPERIMENT, configure
 
-        configure(self.home)
+        # the home's own store, which this MLflow UI serves, even when runs go to a server
+        configure(self.home, home_store_uri(self.home))
         self.experiment_id = mlflow.get_experiment_by_name(EXPERIMENT).experiment_id
 
     def _mlflow(self) -> list[str]:

@@ -27,6 +27,8 @@ from gymflow.policy.model_catalog import fetch
 from gymflow.policy.template_check import inspect_template, unusable
 
 CATALOG_PREFIX = "catalog:"
+REGISTRY_PREFIX = "models:"
+"""``models:/NAME@ALIAS`` or ``models:/NAME/N``: a registered version (:mod:`gymflow.policy.registered`)."""
 ADAPTED_FILE = "gymflow_adapted.json"
 ADAPTATION = 1
 """Part of an adapted copy's key: a change to what adapting writes makes new folders."""
@@ -55,6 +57,11 @@ def check_checkpoint(location: str | Path) -> None:
     """
     text = str(location)
     if text.startswith(CATALOG_PREFIX):
+        return
+    if text.startswith(REGISTRY_PREFIX):  # resolved (and checked) when the run starts
+        from gymflow.policy.registered import parse_registry_uri
+
+        parse_registry_uri(text.removeprefix(REGISTRY_PREFIX))
         return
     if is_gguf(text):
         if not Path(text).is_file():

@@ -1,11 +1,14 @@
 """Policies from the MLflow model registry: ``models:/NAME@ALIAS`` and ``models:/NAME/VERSION``.
 
-The registry is the project home's (``sqlite:///<home>/mlruns/mlflow.db``, the store
-``gymflow run`` registers into); the home is ``GYMFLOW_HOME``, else the current directory, as
-everywhere in the project. An alias is resolved to its version on every call (aliases move);
-the version's ``policy`` artifact (a transformers-flavor model logged by the lifecycle's promote
-stage) is downloaded once into ``<home>/.cache/registry/<NAME>/v<VERSION>/`` as a plain
-``from_pretrained`` folder, and read from there afterwards (a version never changes).
+The registry is wherever the home's runs register (:mod:`gymflow.core.tracking_store`): a
+team's MLflow server (``MLFLOW_TRACKING_URI``, or ``MLFLOW_REGISTRY_URI`` where it differs),
+else the home's ``sqlite:///<home>/mlruns/mlflow.db``; the home is ``GYMFLOW_HOME``, else the
+current directory, as everywhere in the project. An alias is resolved to its version on every
+call (aliases move); the version's ``policy`` artifact (a transformers-flavor model logged by
+the lifecycle's promote stage) is downloaded once — from the server's artifact store when
+there is a server, so no shared disk is needed — into
+``<home>/.cache/registry/<NAME>/v<VERSION>/`` as a plain ``from_pretrained`` folder, and read
+from there afterwards (a version never changes).
 
 A registry that is not there, a model or alias that is not in it, or a version whose artifact
 is not a transformers model is a one-line ``GymflowError`` saying what to do; nothing is created
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gymflow.core.failures import FailureKind, GymflowError
+from gymflow.core.tracking_server import check_tracking_server
+from gymflow.core.tracking_store import TrackingStore, tracking_store
 
 CACHE_FOLDER = "registry"
 
@@ -69,16 +74,21 @@ def home_dir() -> Path:
     return Path(os.environ.get("GYMFLOW_HOME", os.getcwd())).resolve()
 
 
-def registry_uri(home: Path) -> str:
-    """The home's sqlite store (which must exist)."""
+def registry_store(home: Path) -> TrackingStore:
+    """The home's store (its sqlite file must exist), or the server it is pointed at (which
+    must answer: :func:`gymflow.core.tracking_server.check_tracking_server`)."""
+    store = tracking_store(home)
     db = home / "mlruns" / "mlflow.db"
-    if not db.is_file():
+    if store.home_store and not db.is_file():
         raise GymflowError(
             FailureKind.BAD_REQUEST,
-            f"no MLflow registry at {db}: run `gymflow run` in this home first, or point "
-            "GYMFLOW_HOME at the home that holds the registered model",
+            f"no MLflow registry at {db}: run `gymflow run` in this home first, point "
+            "GYMFLOW_HOME at the home that holds the registered model, or set "
+            "MLFLOW_TRACKING_URI to the team's MLflow server",
         )
-    return f"sqlite:///{db}"
+    if store.server:
+        check_tracking_server(store.tracking_uri)
+    return store
 
 
 def resolve(target: str, home: Path | None = None) -> RegisteredPolicy:
@@ -88,8 +98,8 @@ def resolve(target: str, home: Path | None = None) -> RegisteredPolicy:
 
     name, alias, version = parse_registry_uri(target)
     home = home or home_dir()
-    uri = registry_uri(home)
-    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    store = registry_store(home)
+    client = MlflowClient(tracking_uri=store.tracking_uri, registry_uri=store.registry_uri)
     try:
         found = (
             client.get_model_version_by_alias(name, alias)
@@ -97,11 +107,12 @@ def resolve(target: str, home: Path | None = None) -> RegisteredPolicy:
             else client.get_model_version(name, version)
         )
     except MlflowException:
-        raise _not_registered(client, name, alias, version, uri) from None
+        raise _not_registered(client, name, alias, version, store.shown()) from None
     version = str(found.version)
     dest = home / ".cache" / CACHE_FOLDER / name / f"v{version}"
     if not (dest / "config.json").is_file():
-        download_policy(client.get_model_version_download_uri(name, version), name, version, dest)
+        source = client.get_model_version_download_uri(name, version)
+        download_policy(source, name, version, dest, store.tracking_uri)
     return RegisteredPolicy(name, version, alias, _model_id(found), dest)
 
 
@@ -114,16 +125,23 @@ def _model_id(found) -> str | None:
     return source.removeprefix("models:/") if source.startswith("models:/m-") else None
 
 
-def download_policy(source: str, name: str, version: str, dest: Path) -> None:
+def download_policy(
+    source: str, name: str, version: str, dest: Path, tracking_uri: str | None = None
+) -> None:
     """Copy the version's model weights and tokenizer from its artifact location ``source``
     into ``dest`` (complete or absent). The location, not a ``models:/`` URI: MLflow resolves
-    those through its global registry setting, not the client's."""
+    those through its global registry setting, not the client's. An ``mlflow-artifacts:``
+    location is read through the tracking server ``tracking_uri`` (default: MLflow's global)."""
     import mlflow
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=scratch))
+        local = Path(
+            mlflow.artifacts.download_artifacts(
+                artifact_uri=source, dst_path=scratch, tracking_uri=tracking_uri
+            )
+        )
         model, tokenizer = local / "model", local / "components" / "tokenizer"
         if not (model / "config.json").is_file() or not tokenizer.is_dir():
             raise GymflowError(

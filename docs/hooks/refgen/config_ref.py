@@ -105,10 +105,19 @@ def config_fields(model: type[BaseModel] | None = None, prefix: str = "") -> lis
     return out
 
 
+def stack_fields() -> list[ConfigField]:
+    """The team stack's settings file (``gymflow stack``: ``gymflow/stack/settings.py``)."""
+    from gymflow.stack.settings import StackSettings
+
+    return config_fields(StackSettings)
+
+
 def problems() -> list[str]:
     """Fields without a description (the page would show an empty cell)."""
     return [
-        f"config field {f.path} has no description" for f in config_fields() if not f.description
+        f"config field {f.path} has no description"
+        for f in [*config_fields(), *stack_fields()]
+        if not f.description
     ]
 
 
@@ -191,6 +200,17 @@ def page() -> str:
         inside = [f for f in fields if f.path.startswith(s.path + ".")]
         parts += [f"## `{s.path}` {{#{_anchor(s.path)}}}", "", cell(s.description), "",
                   table(header, [_row(f) for f in inside])]  # fmt: skip
+    parts += [
+        "## The team stack {#the-team-stack}",
+        "",
+        "Not a run's config: the settings file of `gymflow stack up|status|down` "
+        "(`<home>/stack.json`, or `--settings FILE`), from `gymflow/stack/settings.py`; "
+        "see [Run it for a team](../how-to/team.md). Its secrets are never in it: "
+        "`MLFLOW_AUTH_ADMIN_PASSWORD` and `PREFECT_SERVER_API_AUTH_STRING` come from the "
+        "environment.",
+        "",
+        table(header, [_row(f) for f in stack_fields()]),
+    ]
     return "\n".join(parts)
 
 

@@ -65,6 +65,10 @@ NOTES: dict[str, str] = {
     "without it such a machine runs no answer. Only for code you trust.",
     "GYMFLOW_PREFECT_UI": "Address runs link to for the Prefect UI (default: what `gymflow ui` "
     "serves, else `http://127.0.0.1:4200`).",
+    "GYMFLOW_HOME_TRACKING_URI": "Set by gymflow, never by hand: the home store's URI it "
+    "exported as `MLFLOW_TRACKING_URI`, so a child process of another home does not take it "
+    "for the user's choice. A `MLFLOW_TRACKING_URI` you set yourself (a team's server) wins "
+    "over the home's store; see [Run it for a team](../how-to/team.md).",
     "GYMFLOW_MLFLOW_UI": "Address runs link to for the MLflow UI (default: what `gymflow ui` "
     "serves, else `http://127.0.0.1:5000`).",
 }
@@ -113,7 +117,17 @@ def page() -> str:
             "gymflow reads these from the process environment; none is needed for "
             "`make run`. Prefect's own settings (`PREFECT_HOME` and the rest) are set by "
             "gymflow from the home before Prefect is imported, and MLflow's store is "
-            "`<home>/mlruns/`.",
+            "`<home>/mlruns/` unless `MLFLOW_TRACKING_URI` names a team's server.",
+            "",
+            "MLflow's and Prefect's own variables that gymflow honours for a team "
+            "([Run it for a team](../how-to/team.md)): `MLFLOW_TRACKING_URI` and "
+            "`MLFLOW_REGISTRY_URI` (where runs and the registry are), "
+            "`MLFLOW_TRACKING_USERNAME` / `MLFLOW_TRACKING_PASSWORD` (the server's login, "
+            "never logged), `PREFECT_API_URL` and `PREFECT_API_AUTH_STRING` (the Prefect "
+            "server), `PREFECT_RESULTS_LOCAL_STORAGE_PATH` or "
+            "`PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK` (where stage results and caches live); "
+            "`gymflow stack up` reads `MLFLOW_AUTH_ADMIN_PASSWORD` and "
+            "`PREFECT_SERVER_API_AUTH_STRING`.",
             "",
             table(["variable", "what it does", "named in"], rows),
         ]

@@ -73,7 +73,9 @@ ADVICE: dict[str, str] = {
     "(`--client-session-ids`). Use fresh ids, or let the server issue them.",
     "unauthorized": "A missing or wrong bearer token. Set the same `GYMFLOW_ENV_TOKEN` where "
     "the server and its clients run (for `gymflow policy serve`: the variable named by "
-    "`--api-key-env`, read by the `openai:` backend from `GYMFLOW_POLICY_API_KEY`).",
+    "`--api-key-env`, read by the `openai:` backend from `GYMFLOW_POLICY_API_KEY`). For an "
+    "MLflow server with a login: set `MLFLOW_TRACKING_USERNAME` and "
+    "`MLFLOW_TRACKING_PASSWORD` to an account of that server.",
     "wrong_worker": "The call reached a worker that does not hold the session; the message "
     "names the right URL. Give `EnvClient` the server's base URL (or every replica's): it "
     "routes each session's calls itself.",
@@ -101,6 +103,17 @@ ADVICE: dict[str, str] = {
     "its URL and token, then resume.",
     "timeout": "A call to the environment or the policy took longer than its timeout, after "
     "capped retries. Look at the server's load; raise the timeout where the backend takes one.",
+    "tracking_unavailable": "No MLflow tracking server answers at `MLFLOW_TRACKING_URI` (or "
+    "the run config's `tracking.uri`). Start it (`gymflow stack up` for a stack of your own), "
+    "check the address with `gymflow stack check`, or unset the variable to use the home's "
+    "store. During a run MLflow's client waits for a server that went away (bounded retries, "
+    "each logged); see [Run it for a team](../how-to/team.md#faults).",
+    "orchestrator_unavailable": "No Prefect server answers at `PREFECT_API_URL`, or it refuses "
+    "`PREFECT_API_AUTH_STRING`. Start it (`gymflow stack up`), check it with `gymflow stack "
+    "check`, or unset `PREFECT_API_URL` to run on a temporary server of the home.",
+    "version_mismatch": "A server (MLflow or Prefect) runs another major.minor release than "
+    "this machine's client. Install the server's release here (`pip install mlflow==X.Y.*`), "
+    "or upgrade the server; `gymflow stack check` names both.",
     "policy_unavailable": "The policy server could not be reached or kept failing (5xx, 429) "
     "after capped retries. Start it (`gymflow policy serve`, `vllm serve`) and check the URL "
     "of the `openai:` spec.",

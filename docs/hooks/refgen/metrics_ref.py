@@ -349,6 +349,18 @@ NOTES: dict[str, str] = {
     "heldout_delta_success": "Held-out success of the GRPO policy minus the start's.",
     "delta_success": "Held-out success of the GRPO policy minus the start's (gate stage run).",
     "grpo_minus_control": "Held-out success of the GRPO policy minus the SFT control's.",
+    "grpo_minus_rft_control": "Held-out success of the GRPO policy minus the RFT control's.",
+    "pass_at_k/<label>/greedy": "Greedy pass@1 of a policy (`baseline`, `grpo`, `sft_control`, "
+    "`rft_control`) on the first `gate.pass_k_tasks` held-out tasks …",
+    "pass_at_k/<label>/pass_at_<k>": "… and its pass@k there (k samples per task at temperature "
+    "1, the unbiased estimator).",
+    "pass_at_k/<label>/<env>/greedy": "The same per environment of a mix …",
+    "pass_at_k/<label>/<env>/pass_at_<k>": "… and its pass@k.",
+    "rft_control/val_greedy_success": "The RFT control's greedy validation success at each "
+    "checkpoint the rule scores (step = its step).",
+    "rft_control/chosen_step": "The step of the RFT control the checkpoint rule chose.",
+    "rft_control/<k>": "The RFT control's compute: updates, samples generated, examples and "
+    "tokens trained, wall seconds (gymflow.eval.arms.ArmCompute).",
     "registered_version": "The registry version the promote stage registered.",
     "heldout.success": "Held-out success of the registered candidate (promote stage run).",
     "heldout.well_formed": "Held-out rate of well-formed answers (the environment's format check) of the registered candidate.",

@@ -163,6 +163,15 @@ SUMMARY_KEYS: dict[str, str] = {
     "start?](../how-to/rl-readiness.md)).",
     "sft": "SFT, when it ran: `steps`, `wall_s`, `demos`, its validation `history`, "
     "`stopped_by`, `samples`, `processes`.",
+    "rft_control": "The RFT control, when `controls` names it: `steps`, `wall_s`, `budget_s`, "
+    "`stopped_by`, its `compute` (updates, samples generated, successes trained, tokens), its "
+    "`heldout` rates, `grpo_minus_control` and its `ci95`.",
+    "verdict": "Is RL worth it here: `verdict` (`rl_pays`, `cheaper_suffices`, `undecided`), "
+    "the `margin`, the controls that `decided_by`, each control's `evidence` (GRPO − control, "
+    "its confidence sequence, n) and the `sentence` reports print.",
+    "pass_at_k": "Per policy (`baseline` and each arm), per environment: greedy pass@1 and "
+    "pass@k (`k`, `n_tasks`, `greedy`, `pass_at`) on the first `gate.pass_k_tasks` held-out "
+    "tasks.",
     "verifier_drift": "The drift sentinel's result, when the champion's verifier differs.",
     "sft_control": "The SFT control: `steps`, `wall_s`, `budget_s`, `beside_grpo`, "
     "`processes`, `stopped_by`, `samples`, its `heldout` rates, `grpo_minus_control` and "
