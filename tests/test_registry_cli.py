@@ -129,3 +129,19 @@ def test_name_reaches_any_registered_model(three_versions):
     (line,) = missing.output.strip().splitlines()
     assert line.startswith("error: [bad_request] no registered model my-custom-model")
     assert "registered: " in line and NAME in line and "pass --name" in line
+
+
+def test_models_list_on_a_home_with_no_model_says_so_and_creates_nothing(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from gymflow.cli.main import app
+
+    home = tmp_path / "fresh"
+    home.mkdir()
+    monkeypatch.setenv("GYMFLOW_HOME", str(home))
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "GYMFLOW_HOME_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(app, ["models", "list"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"no registered models yet in {home / 'mlruns'}")
+    assert list(home.iterdir()) == []  # no store made for nothing

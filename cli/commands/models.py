@@ -91,6 +91,8 @@ def models_list(env: str = ENV_OPTION, name: str = NAME_OPTION) -> None:
     """
     from gymflow.lifecycle.model_registry import alias_history, aliases_by_version, list_versions
 
+    if _no_registry_yet(name):
+        return
     name = _registry(env, name)
     typer.echo(f"{name}")
     aliases = aliases_by_version(name)
@@ -101,6 +103,31 @@ def models_list(env: str = ENV_OPTION, name: str = NAME_OPTION) -> None:
         typer.echo("alias history:")
         for entry in history:
             typer.echo(f"  {entry}")
+
+
+def _no_registry_yet(name: str | None) -> bool:
+    """The home's own store has nothing registered yet (it does not exist, or holds no
+    model): say so and exit 0, creating nothing. A team's store is asked as usual."""
+    from gymflow.core.tracking_store import tracking_store
+    from gymflow.lifecycle.home import project_home
+
+    home = project_home()
+    if not tracking_store(home).home_store:
+        return False
+    store = home / "mlruns" / "mlflow.db"
+    if store.exists():
+        from gymflow.lifecycle.tracking import configure
+
+        configure(home)
+        from mlflow import MlflowClient
+
+        if MlflowClient().search_registered_models(max_results=1):
+            return False
+    typer.echo(
+        f"no registered models yet in {home / 'mlruns'}: a `gymflow run` registers one "
+        "(GYMFLOW_HOME or MLFLOW_TRACKING_URI to look elsewhere)"
+    )
+    return True
 
 
 def _version_line(v, aliases: list[str]) -> str:

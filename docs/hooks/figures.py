@@ -147,7 +147,7 @@ _SHAPES = {
     "ms": r"\d[\d.]* ms",
     "per_s": r"\d[\d.,]*/s",
     "x": r"\d[\d.]*\u00d7",
-    "share": r"\d[\d.]* %",
+    "share": r"[+\u2212-]?\d[\d.]* %",
 }
 """What a figure of each unit looks like in text, to find it right before its marker."""
 
