@@ -50,6 +50,9 @@ def can_supervise() -> bool:
 def run_supervised(args: list[str], run_id: str, grace_s: float = 10.0) -> int:
     """Run ``gymflow ARGS`` as a child in its own session; its exit code, or 130 when
     interrupted (after the line that says how to resume)."""
+    from gymflow.core.watchdog import start_watchdog
+
+    start_watchdog()  # this command SIGKILLed: the child's session goes with it
     sys.stdout.flush()
     child = subprocess.Popen(
         [sys.executable, "-m", "gymflow.cli.main", *args],

@@ -51,7 +51,7 @@ def proxied_run(gym_home, prefect_engine, tmp_path_factory):
             {
                 "registered_model": "gymflow-agents-smoke",
                 "n_tasks": 400, "demos": 32, "profile_samples": 20, "val_eval_n": 8,
-                "heldout_n": 16, "sft_control": False, "agent_servers": [agent_server.url],
+                "heldout_n": 16, "controls": [], "agent_servers": [agent_server.url],
                 "sft": {"max_steps": 8, "eval_every": 8},
                 "grpo": {
                     "max_steps": 2, "prompts_per_step": 2, "num_generations": 2,

@@ -270,7 +270,7 @@ def test_a_lifecycle_runs_from_a_user_checkpoint(checkpoints, gym_home, prefect_
             "sft": {"max_steps": 2, "batch_size": 4, "eval_every": 2, "warmup_steps": 0},
             "grpo": {"max_steps": 2, "prompts_per_step": 2, "num_generations": 2,
                      "max_new_tokens": 8, "save_every": 1000},
-            "sft_control": False,
+            "controls": [],
         },
         smoke=True,
     )  # fmt: skip

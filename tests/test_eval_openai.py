@@ -60,12 +60,14 @@ def test_served_policy_is_evaluated_like_the_same_model_in_process(
 
 
 def test_a_server_that_went_away_is_a_failure_bucket_not_a_crash(gym_home, tmp_path):
+    """Its episodes are failures (no reward, never a silent 0), bucketed; over ``max_unscored``
+    the evaluation is an error — allowed here (``--max-unscored 1``) to see the buckets."""
     dead = f"openai:http://127.0.0.1:{free_port()}/v1?model=m&retries=0&timeout_s=2"
     out = tmp_path / "dead"
     result = CliRunner().invoke(
         app,
         ["eval", "--env", "tool_call", "--policy", dead, "--limit", "4", "--out", str(out),
-         "--no-mlflow"],
+         "--no-mlflow", "--max-unscored", "1"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     m = json.loads((out / "report" / "summary.json").read_text())["policies"][0]["overall"]

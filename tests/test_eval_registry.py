@@ -21,7 +21,9 @@ def registered(gym_home, micro_tool_call_model) -> str:
     import mlflow
 
     from gymflow.lifecycle.model_registry import register_candidate
+    from gymflow.lifecycle.tracking import configure
 
+    configure(gym_home)  # this home's store, whatever an earlier test module pointed MLflow at
     with mlflow.start_run(run_name="register-for-eval-test"):
         version = register_candidate(micro_tool_call_model, NAME, {"origin": "test"})
     mlflow.MlflowClient().set_registered_model_alias(NAME, "champion", version)

@@ -32,7 +32,7 @@ CONFIG = {
     "val_eval_n": 2,
     "heldout_n": 4,
     "max_new_tokens": 24,
-    "sft_control": False,
+    "controls": [],
     # the guardrails run on two tasks each (the default 64 per environment are minutes here),
     # BFCL's among them: the real model's transfer figure goes through the gate
     "gate": {"general_envs": ["games"], "general_n": 2, "general_sets": ["bfcl:simple_python"],

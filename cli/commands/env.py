@@ -181,6 +181,14 @@ def env_serve(
         store = task_store(environment, tasks or [], fmt, trust_client_tasks)
     except GymflowError as exc:
         fail_with(exc)
+    if ray and verify_on != "local":
+        fail_with(
+            GymflowError(
+                FailureKind.BAD_REQUEST,
+                "--verify-on ray is for --workers servers: --ray replicas verify in a "
+                "process pool on their own node",
+            )
+        )
     if not tasks and not trust_client_tasks:
         typer.echo(
             "warning: no --tasks: this server holds no tasks, so it refuses every session a "
@@ -193,12 +201,6 @@ def env_serve(
         if ray:
             from gymflow.env.ray_replicas import serve_on_ray
 
-            if verify_on != "local":
-                raise GymflowError(
-                    FailureKind.BAD_REQUEST,
-                    "--verify-on ray is for --workers servers: --ray replicas verify in a "
-                    "process pool on their own node",
-                )
             status = serve_on_ray(
                 name, host, port, ray, token, insecure, client_session_ids, ray_address,
                 tasks=store,

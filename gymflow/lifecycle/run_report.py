@@ -65,7 +65,7 @@ def summary_markdown(summary: dict) -> str:
         *(f"- {line}" for line in training_lines(summary) if not line.startswith("SFT ran")),
         "",
         *([line, ""] if (line := preflight_line(summary)) else []),
-        f"**{head.removesuffix(' (full reason in report.md)')}**",
+        f"**{head.removesuffix(' (full reason in report.md)').replace('gate:', 'Gate:', 1)}**",
         "",
         *(f"- {line.strip()}" for line in candidates),
         "",

@@ -69,11 +69,20 @@ def _rows(run: Path) -> dict[str, list[dict]]:
     for name, label in LABELS.items():
         path = run / "eval" / f"heldout-{label}.parquet"
         if path.is_file():
-            out[name] = pl.read_parquet(path).to_dicts()
+            out[name] = _read(path)
     champions = sorted((run / "eval").glob("heldout-champion-v*.parquet"))
     if champions:
-        out["champion"] = pl.read_parquet(champions[-1]).to_dicts()
+        out["champion"] = _read(champions[-1])
     return out
+
+
+def _read(path: Path) -> list[dict]:
+    """A stored run's held-out rows; a run stored before the column was renamed names its
+    well-formed flag ``valid_json``."""
+    frame = pl.read_parquet(path)
+    if "valid_json" in frame.columns:
+        frame = frame.rename({"valid_json": "well_formed"})
+    return frame.to_dicts()
 
 
 def _sign_test(a: list[int], b: list[int]) -> float:
@@ -220,7 +229,7 @@ def check_against_gate(
 
 
 def _row(task_id: str, success: float) -> dict:
-    return {"task_id": task_id, "env": "sim", "success": bool(success), "valid_json": True,
+    return {"task_id": task_id, "env": "sim", "success": bool(success), "well_formed": True,
             "unsafe": False, "reward": float(success), "failure_kind": None,
             "completion_tokens": 10, "latency_s": 0.01}  # fmt: skip
 
