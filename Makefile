@@ -22,8 +22,10 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # and sleeps, so two files at a time keep both cores busy. A file stays on one worker (loadfile):
 # its module fixtures (whole lifecycle runs) run once. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
+TEAM_TESTS := tests/test_team_stack.py tests/test_team_faults.py
+TEAM_IGNORED := $(foreach f,$(TEAM_TESTS),--ignore=$(f))
 
-.PHONY: run test docs setup setup-dev setup-vllm fetch-model fetch-data lint clean
+.PHONY: run test test-fast docs setup setup-dev setup-vllm fetch-model fetch-data lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -113,7 +115,11 @@ test: $(DEV_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/gymflow tasks fetch bfcl >/dev/null || echo "warning: gymflow tasks fetch bfcl failed"
 	$(MAKE) --no-print-directory setup-vllm || echo "warning: make setup-vllm failed: the vLLM tests skip and say why"
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(TEAM_IGNORED) $(PYTEST_ARGS)
+	# The team stack's tests in processes of their own: they start MLflow and Prefect servers
+	# and point this process's MLflow client at them, which the other tests' home store must
+	# not have touched first (MLflow keeps its client's store in process-wide state).
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(TEAM_TESTS) $(PYTEST_ARGS)
 
 # The manual, served on http://127.0.0.1:8000 (DOCS_ADDR=HOST:PORT for another address). mkdocs and
 # its plugins are the docs extra (dev holds them too): installed here when `make run` installed only
@@ -123,6 +129,12 @@ docs: $(STAMP)
 	$(BIN)/python -c "import mkdocs, material, mkdocstrings_handlers.python" 2>/dev/null || \
 	  $(UV) -c constraints.txt -e ".[docs]" || $(BIN)/pip install -q -c constraints.txt -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDR)
+
+# The fast tier for a contributor's loop: ruff, every doctest and the unit and small integration
+# tests (the files tests/conftest.py marks slow left out). `make test` is the whole suite.
+test-fast: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" --durations=10 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) mlruns .prefect .cache runs site

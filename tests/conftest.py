@@ -82,3 +82,38 @@ def counter_model(tmp_path_factory) -> Path:
     return ensure_tiny_model(
         tmp_path_factory.mktemp("cache"), "counter", lambda: tokenizer_corpus(env, 800, 5), cfg
     )
+
+
+HEAVY = {
+    "environments/code/tests/test_code_env.py", "environments/code/tests/test_code_humaneval.py",
+    "environments/code/tests/test_code_sandbox.py", "tests/test_agent_examples.py",
+    "tests/test_agent_lifecycle.py", "tests/test_benchmarks.py", "tests/test_bfcl_guardrail.py",
+    "tests/test_checkpoint_shapes.py", "tests/test_ddp.py", "tests/test_deploy.py",
+    "tests/test_deploy_background.py", "tests/test_docs_tutorial.py", "tests/test_env_new.py",
+    "tests/test_env_serve.py", "tests/test_env_server_killed.py", "tests/test_eval_openai.py",
+    "tests/test_fuzz_servers.py", "tests/test_gate_champion.py",
+    "tests/test_gate_checkpoint_rule.py", "tests/test_gate_control_always.py",
+    "tests/test_gate_drift.py", "tests/test_gate_forgetting.py", "tests/test_gate_mix.py",
+    "tests/test_gguf_checkpoint.py", "tests/test_grpo_kill_resume.py",
+    "tests/test_grpo_variants.py", "tests/test_interrupt.py", "tests/test_launched_lifecycle.py",
+    "tests/test_learning.py", "tests/test_lifecycle.py", "tests/test_lifecycle_arms.py",
+    "tests/test_lifecycle_mix.py", "tests/test_load_smoke.py", "tests/test_profiling.py",
+    "tests/test_ray_collect.py", "tests/test_ray_env_replicas.py", "tests/test_ray_grpo.py",
+    "tests/test_ray_prefect.py", "tests/test_ray_verify.py", "tests/test_real_model_lifecycle.py",
+    "tests/test_responses_items.py", "tests/test_rft.py", "tests/test_run_budget.py",
+    "tests/test_run_killed.py", "tests/test_sessions_scale.py", "tests/test_shared_prefix.py",
+    "tests/test_team_faults.py", "tests/test_team_stack.py", "tests/test_ui_browser.py",
+    "tests/test_ui_servers.py", "tests/test_vllm_engine.py", "tests/test_vllm_eval.py",
+    "tests/test_vllm_grpo.py", "tests/test_vllm_policy.py", "tests/test_vllm_weight_sync.py",
+}  # fmt: skip
+"""Test files of 10 s or more of a full run on two workers (whole lifecycles, servers, Ray,
+trainers, browsers): marked ``slow`` here, so ``make test-fast`` (``-m "not slow"``) leaves
+them out. ``make test`` runs everything. A new test file that takes long belongs here."""
+
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(str(config.rootpath))
+    for item in items:
+        where = Path(str(item.path)).resolve()
+        if where.is_relative_to(root) and str(where.relative_to(root)) in HEAVY:
+            item.add_marker(pytest.mark.slow)

@@ -69,7 +69,9 @@ def _run_dir(stack, flow_run_id: str) -> Path:
 def _stage_runs(client, run_id: str) -> dict[str, int]:
     from mlflow import MlflowClient
 
-    server = MlflowClient(tracking_uri=client["MLFLOW_TRACKING_URI"])
+    server = MlflowClient(
+        tracking_uri=client["MLFLOW_TRACKING_URI"], registry_uri=client["MLFLOW_TRACKING_URI"]
+    )
     experiment = server.get_experiment_by_name("gymflow").experiment_id
     found = server.search_runs([experiment], f"tags.`gymflow.run_id` = '{run_id}'", max_results=500)
     counts: dict[str, int] = {}
@@ -161,9 +163,9 @@ def test_a_killed_worker_run_resumes_on_the_other_worker(drills):
     assert summary["sft_ran"] and "registry" in summary
     from mlflow import MlflowClient
 
-    versions = MlflowClient(tracking_uri=client["MLFLOW_TRACKING_URI"]).search_model_versions(
-        "name = 'gymflow-tool_call'"
-    )
+    versions = MlflowClient(
+        tracking_uri=client["MLFLOW_TRACKING_URI"], registry_uri=client["MLFLOW_TRACKING_URI"]
+    ).search_model_versions("name = 'gymflow-tool_call'")
     run_ids = [v.tags.get("gymflow.run_id") for v in versions]
     assert len(run_ids) == len(set(run_ids)) == 3, run_ids  # one version per run, none twice
 
@@ -171,7 +173,9 @@ def test_a_killed_worker_run_resumes_on_the_other_worker(drills):
 def _finished_sft(client, run_id: str):
     from mlflow import MlflowClient
 
-    server = MlflowClient(tracking_uri=client["MLFLOW_TRACKING_URI"])
+    server = MlflowClient(
+        tracking_uri=client["MLFLOW_TRACKING_URI"], registry_uri=client["MLFLOW_TRACKING_URI"]
+    )
     experiment = server.get_experiment_by_name("gymflow").experiment_id
     query = f"tags.`gymflow.run_id` = '{run_id}' and tags.`gymflow.stage` = 'sft'"
     (run,) = [r for r in server.search_runs([experiment], query) if r.info.status == "FINISHED"]

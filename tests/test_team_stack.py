@@ -64,9 +64,12 @@ def pool_run(team):
 
 
 def _server_client(client):
+    """A client of the stack's server, its registry named too (MLflow would otherwise take the
+    registry this test process last pointed it at)."""
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=client["MLFLOW_TRACKING_URI"])
+    uri = client["MLFLOW_TRACKING_URI"]
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
 def test_stack_status_says_every_part_runs(team):
@@ -147,6 +150,7 @@ def test_a_second_home_starts_from_the_champion_and_shares_the_registry(team, po
     with pytest.MonkeyPatch.context() as env:
         for key, value in client_env(client, home_b).items():
             env.setenv(key, value)
+        env.delenv("GYMFLOW_HOME_TRACKING_URI", raising=False)  # this process's own home's
         found = resolve(f"/{MODEL}@champion", home_b)
     assert found.version == "1" and (found.path / "config.json").is_file()
     assert found.path.is_relative_to(home_b / ".cache" / "registry")
