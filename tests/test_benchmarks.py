@@ -28,8 +28,9 @@ SMOKE = ["agent_server", "code_env", "workplace_env", "cli_start", "gate", "coll
          "math_env", "load", "dedup"]  # fmt: skip
 """Benchmarks whose smoke run takes seconds: run by the default test."""
 
-SMOKE_SLOW = ["env_server", "decode_cache", "shared_prefix", "shared_prompt", "verifier_profile"]
-"""Smoke runs of 15–30 s each (a tiny model built and trained, servers started): marked slow."""
+SMOKE_SLOW = ["env_server", "decode_cache", "shared_prefix", "shared_prompt", "verifier_profile",
+              "arms"]  # fmt: skip
+"""Smoke runs of 15–35 s each (a tiny model built and trained, servers started): marked slow."""
 
 NO_SMOKE = {
     "default_seeds": "whole lifecycles; --smoke is one seed on the lifecycle's smoke budget (minutes)",
@@ -47,7 +48,6 @@ NO_SMOKE = {
     "make_run": "times `make run` in a fresh clone (no script: the command is the benchmark)",
     "make_test": "times `make test` in a fresh clone (no script: the command is the benchmark)",
     "team_stack": "starts PostgreSQL, the MLflow and Prefect servers and runs two smoke lifecycles",
-    "arms": "trains three arms from a fresh SFT start (minutes even at --smoke)",
 }
 """Benchmarks the test only imports, and why."""
 

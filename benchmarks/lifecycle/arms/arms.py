@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -153,8 +154,9 @@ def main() -> None:
         "--seed", type=int, default=40, help="the run's seed (40-49: never tuned on)"
     )
     parser.add_argument("--budget", type=float, default=240.0, help="training seconds per arm")
-    parser.add_argument("--smoke", action="store_true", help="a tiny model, seconds per arm")
-    parser.add_argument("--work", type=Path, default=Path("scratch/arms"))
+    parser.add_argument(
+        "--work", type=Path, help="where the arms' checkpoints go (default: a temporary folder)"
+    )
     args = parser.parse_args()
     overrides = json.loads(args.set) | ({"env": args.env} if args.env else {})
     cfg = run_config(args.config, overrides, None, None)
@@ -162,9 +164,10 @@ def main() -> None:
     if args.smoke:
         cfg, budget = cfg.overridden(SMOKE), min(budget, 6.0)
     cfg = cfg.overridden({"seed": args.seed})
-    work = args.work / f"{cfg.env}-seed-{args.seed}"
-    work.mkdir(parents=True, exist_ok=True)
-    result = run(cfg, budget, work)
+    with tempfile.TemporaryDirectory(prefix="gymflow-arms-") as scratch:
+        work = (args.work or Path(scratch)) / f"{cfg.env}-seed-{args.seed}"
+        work.mkdir(parents=True, exist_ok=True)
+        result = run(cfg, budget, work)
     emit(
         {
             "benchmark": "arms",
