@@ -13,7 +13,11 @@ from pathlib import Path
 import typer
 
 from gymflow.cli.common import command_app, quiet_option, show_progress
+from gymflow.core.failures import FailureKind
 from gymflow.eval.suite import EvalOptions
+
+BAD_INPUT = (FailureKind.BAD_REQUEST, FailureKind.BAD_CONFIG, FailureKind.UNUSABLE_CHECKPOINT)
+"""Kinds said before any work (exit 2); any other failure is the work's (exit 1)."""
 
 eval_app = command_app()
 
@@ -62,7 +66,7 @@ def evaluate(
     show_progress(quiet)
     from pydantic import ValidationError
 
-    from gymflow.core.failures import FailureKind, GymflowError
+    from gymflow.core.failures import GymflowError
     from gymflow.lifecycle.config import LifecycleConfig
     from gymflow.lifecycle.home import project_home, quiet_libraries
 
@@ -88,7 +92,7 @@ def evaluate(
         with progress.track("eval", unit="episode", counts_episodes=True):
             result = run_eval(options, home, GeneratedSplit.like(LifecycleConfig()))
     except GymflowError as exc:
-        if exc.kind in (FailureKind.BAD_REQUEST, FailureKind.BAD_CONFIG):
+        if exc.kind in BAD_INPUT:
             fail_with(exc)  # bad input: said before any work, exit 2
         if options.mlflow:  # the attempt, on record as failed
             from gymflow.eval.mlflow_run import log_failed_evaluation

@@ -35,11 +35,12 @@ from pydantic import BaseModel, Field
 from gymflow.core.task_record import Task
 from gymflow.env.environment import Environment
 from gymflow.eval.arms import ArmCompute, CostPoint
-from gymflow.policy.device import Device, trains_on_cpu
+from gymflow.policy.device import Device
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 from gymflow.train.checkpoint_choice import load_chosen
-from gymflow.train.resume import KEEP_CHECKPOINTS, Progress
+from gymflow.train.resume import Progress
 from gymflow.train.rft_sampling import SamplingPlan, StepBatch, SuccessSampler
+from gymflow.train.sft import sft_config
 from gymflow.train.task_pool import TaskPoolSettings
 
 RFT_POOL_FILE = "rft_task_pool.parquet"
@@ -196,7 +197,7 @@ def run_rft(
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     from datasets import Dataset
     from gymflow.train.shared_prefix import with_shared_prefix
@@ -238,29 +239,13 @@ def run_rft(
     def carry() -> dict:
         return {"spent": sampler.spent.as_dict(), "curve": curve}
 
-    config = SFTConfig(
-        output_dir=str(out_dir / "trainer"),
-        max_steps=settings.max_steps,
-        per_device_train_batch_size=settings.prompts_per_step,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
-        warmup_steps=settings.warmup_steps,
-        weight_decay=0.0,
-        logging_steps=10,
-        save_strategy="steps",
-        save_steps=settings.save_every,
-        save_total_limit=KEEP_CHECKPOINTS,
-        report_to="mlflow" if log_to_mlflow else "none",
-        use_cpu=trains_on_cpu(settings.device),
-        bf16=False,
-        fp16=False,
-        max_length=None,
-        remove_unused_columns=False,
+    config = sft_config(
+        out_dir, max_steps=settings.max_steps, batch_size=settings.prompts_per_step,
+        learning_rate=settings.learning_rate, warmup_steps=settings.warmup_steps,
+        save_every=settings.save_every, log_to_mlflow=log_to_mlflow, device=settings.device,
+        seed=settings.seed, max_length=None, remove_unused_columns=False,
         dataset_kwargs={"skip_prepare_dataset": True},
-        dataloader_num_workers=0,
-        seed=settings.seed,
-        disable_tqdm=True,
-    )
+    )  # fmt: skip
     n_rows = max(len(sampler.pool_ids), settings.prompts_per_step)
     dataset = Dataset.from_list(
         [{"task_id": sampler.pool_ids[i % len(sampler.pool_ids)]} for i in range(n_rows)]

@@ -152,7 +152,7 @@ def run_sft(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     from datasets import Dataset
     from gymflow.train.shared_prefix import with_shared_prefix
@@ -211,28 +211,13 @@ def run_sft(
             control.should_save = control.should_save or self.stopped
             return control
 
-    config = SFTConfig(
-        output_dir=str(out_dir / "trainer"),
-        max_steps=settings.max_steps,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
-        warmup_steps=settings.warmup_steps,
-        weight_decay=0.0,
-        logging_steps=10,
-        save_strategy="steps",
-        save_steps=settings.eval_every,
-        save_total_limit=KEEP_CHECKPOINTS,
-        report_to="mlflow" if log_to_mlflow else "none",
-        use_cpu=trains_on_cpu(settings.device),
-        bf16=False,
-        fp16=False,
-        max_length=model.config.max_position_embeddings,  # the model's whole context
-        dataloader_num_workers=0,
+    config = sft_config(
+        out_dir, max_steps=settings.max_steps, batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate, warmup_steps=settings.warmup_steps,
+        save_every=settings.eval_every, log_to_mlflow=log_to_mlflow, device=settings.device,
+        seed=settings.seed, max_length=model.config.max_position_embeddings,  # the whole context
         gradient_checkpointing=settings.gradient_checkpointing,
-        seed=settings.seed,
-        disable_tqdm=True,
-    )
+    )  # fmt: skip
     watch = Watch()
     trainer_cls = with_shared_prefix(SFTTrainer) if settings.share_prefix else SFTTrainer
     trainer = trainer_cls(
@@ -281,3 +266,35 @@ def _save(model, tokenizer, path: Path) -> None:
     tokenizer.save_pretrained(tmp)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
+
+
+def sft_config(
+    out_dir: Path, *, max_steps: int, batch_size: int, learning_rate: float, warmup_steps: int,
+    save_every: int, log_to_mlflow: bool, device: Device, seed: int, **more,
+):  # fmt: skip
+    """TRL's ``SFTConfig`` as every supervised update here runs it (SFT, the SFT control, online
+    RFT): a constant learning rate after warm-up, no weight decay, checkpoints every
+    ``save_every`` steps (the last few kept, for resume), fp32, no data-loader workers, MLflow
+    reporting only when asked. ``more`` adds the caller's own fields."""
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(out_dir / "trainer"),
+        max_steps=max_steps,
+        per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=warmup_steps,
+        weight_decay=0.0,
+        logging_steps=10,
+        save_strategy="steps",
+        save_steps=save_every,
+        save_total_limit=KEEP_CHECKPOINTS,
+        report_to="mlflow" if log_to_mlflow else "none",
+        use_cpu=trains_on_cpu(device),
+        bf16=False,
+        fp16=False,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        **more,
+    )
