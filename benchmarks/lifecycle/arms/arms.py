@@ -15,6 +15,7 @@ the verdict from GRPO − each control's paired greedy successes
     python benchmarks/lifecycle/arms/arms.py --env tool_call --seed 40 --budget 240 \\
         --out benchmarks/arms/tool_call_seed40.json
     python benchmarks/lifecycle/arms/arms.py --smoke          # a tiny model, seconds per arm
+    python benchmarks/lifecycle/arms/arms.py --join OUT.json... --out result.json  # figures
 
 Prints one JSON object (the date, the machine with its CPU's vector unit, the command).
 """
@@ -22,6 +23,7 @@ Prints one JSON object (the date, the machine with its CPU's vector unit, the co
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -30,7 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from benchmarks.common import (  # noqa: E402
+    across_seeds,
     arguments,
+    as_result,
     emit,
     grpo_from,
     run_config,
@@ -141,6 +145,81 @@ def run(cfg, budget: float, work: Path) -> dict:
     }
 
 
+ARMS = ("start", "sft_control", "rft_control", "grpo")
+CONTROLS = ("sft_control", "rft_control")
+MEASURES = (
+    "Is RL worth it here? The SFT control, online RFT and GRPO trained from one start for equal "
+    "wall time, on seeds never used to choose a setting: GRPO minus each control on held-out "
+    "greedy success (paired per seed, mean with its 95 % t-interval across seeds), the arms at "
+    "equal wall time and equal samples (validation), greedy pass@1 and sampled pass@8, and each "
+    "seed's verdict."
+)
+
+
+def joined(outputs: list[dict]) -> tuple[dict, dict]:
+    """Per-seed outputs of one or more environments → (figures, the joined output)."""
+    figures: dict[str, dict] = {}
+    by_env: dict[str, list[dict]] = {}
+    for out in sorted(outputs, key=lambda o: (o["env"], o["seed"])):
+        by_env.setdefault(out["env"], []).append(out)
+    table = {}
+    for env, runs in by_env.items():
+        greedy = {a: [100 * r["pass_at_k"][a]["greedy"]["value"] for r in runs] for a in ARMS}
+        pass8 = {a: [100 * r["pass_at_k"][a]["pass_at"]["8"]["value"] for r in runs] for a in ARMS}
+        row: dict = {"seeds": [r["seed"] for r in runs]}
+        figures[f"{env}_seeds"] = {"value": len(runs), "unit": "count"}
+        for control in CONTROLS:
+            held = across_seeds(
+                [g - c for g, c in zip(greedy["grpo"], greedy[control], strict=True)]
+            )
+            row[f"grpo_minus_{control}"] = held
+            figures[f"{env}_grpo_minus_{control}"] = _points(held, "held-out greedy success")
+            for axis in ("equal_wall_time", "equal_samples"):
+                gaps = [100 * (_success(r[axis], "grpo") - _success(r[axis], control))
+                        for r in runs]  # fmt: skip
+                row[f"{axis}_grpo_minus_{control}"] = across_seeds(gaps)
+        for arm in ARMS:
+            row[f"{arm}_greedy"] = across_seeds(greedy[arm])
+            row[f"{arm}_pass8"] = across_seeds(pass8[arm])
+            figures[f"{env}_{arm}_pass1"] = _points(across_seeds(greedy[arm]), "greedy pass@1")
+            figures[f"{env}_{arm}_pass8"] = _points(across_seeds(pass8[arm]), "sampled pass@8")
+        verdicts = [r["verdict"]["verdict"] for r in runs]
+        row["verdicts"] = {v: verdicts.count(v) for v in sorted(set(verdicts))}
+        for verdict, count in row["verdicts"].items():
+            figures[f"{env}_{verdict}"] = {"value": count, "unit": "count", "note": "seeds"}
+        table[env] = row
+    return figures, {"by_env": table, "runs": outputs}
+
+
+def _success(comparison: dict, arm: str) -> float:
+    return next(a["success"] for a in comparison["arms"] if a["arm"] == arm)
+
+
+def _points(stat: dict, what: str) -> dict:
+    """``across_seeds`` as a figure in points: ``[mean, low, high]`` (the mean alone for one)."""
+    value = [stat["mean"], *stat["ci95"]] if stat["ci95"] else stat["mean"]
+    return {"value": value, "unit": "points", "note": f"{what}, mean across {stat['n']} seeds"}
+
+
+def join(paths: list[Path], out: Path | None) -> None:
+    """The per-seed outputs at ``paths`` as the benchmark's ``result.json``."""
+    outputs = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    figures, output = joined(outputs)
+    budgets = "/".join(f"{b:g}" for b in sorted({o["budget_s"] for o in outputs}))
+    heldout = "/".join(str(n) for n in sorted({o["heldout_n"] for o in outputs}))
+    seeds = {env: row["seeds"] for env, row in output["by_env"].items()}
+    command = (
+        f"python benchmarks/lifecycle/arms/arms.py --env ENV --seed SEED --budget {budgets} "
+        f"--set '{{\"heldout_n\": {heldout}}}' --out ENV-SEED.json for {seeds}; then "
+        "arms.py --join ENV-SEED.json... --out benchmarks/lifecycle/arms/result.json"
+    )
+    result = as_result("arms", output, figures, command, MEASURES)
+    text = json.dumps(result, indent=1)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
+    print(json.dumps(figures, indent=1))
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)  # progress; the JSON result goes to stdout
 
@@ -157,7 +236,10 @@ def main() -> None:
     parser.add_argument(
         "--work", type=Path, help="where the arms' checkpoints go (default: a temporary folder)"
     )
+    parser.add_argument("--join", type=Path, nargs="+", help="per-seed outputs to join (no run)")
     args = parser.parse_args()
+    if args.join:
+        return join(args.join, args.out)
     overrides = json.loads(args.set) | ({"env": args.env} if args.env else {})
     cfg = run_config(args.config, overrides, None, None)
     budget = args.budget
@@ -172,7 +254,7 @@ def main() -> None:
         {
             "benchmark": "arms",
             "date": time.strftime("%Y-%m-%d"),
-            "command": " ".join(["python", *sys.argv]),
+            "command": shlex.join(["python", *sys.argv]),
             "smoke": args.smoke,
             **result,
         },
