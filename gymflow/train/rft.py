@@ -5,7 +5,8 @@ the literature (DeepSeekMath, arXiv 2402.03300: RFT < online RFT < GRPO at 1.3B;
 2025, arXiv 2504.11343: RAFT++ close to GRPO at 3-7B). Each step samples ``k`` episodes of
 ``prompts_per_step`` tasks from the *current* policy, keeps the ones the verifier calls
 successes, drops prompts whose samples all failed, and takes one SFT step on the successes
-(the loss on the model's own completion tokens only, as SFT trains on demonstrations). The
+(the loss on the model's own completion tokens only, as SFT trains on demonstrations), each
+distinct successful completion of a prompt once. The
 sampling side is :mod:`gymflow.train.rft_sampling`: the task pool GRPO draws from, the one
 episode driver, the environments' in-process resources servers.
 
@@ -17,6 +18,19 @@ here the trainer's dataset holds task ids and :func:`with_online_successes` turn
 them, at the step it is trained on, into the verified successes of that step's own samples — a
 step without a success updates nothing —, and records what was spent
 (:class:`~gymflow.eval.arms.ArmCompute`).
+
+Two choices keep RFT from collapsing onto a few answers (the measurements behind them are in
+the Results log, ``docs/results/arms.md``):
+
+* tasks are drawn afresh each step by default (``task_sampling="uniform"``), not from GRPO's
+  difficulty pool: that pool replays the tasks whose pass rate is in its learnable band, which
+  for RFT are the ones it already solves, so its updates imitate the same few answers over and
+  over (GRPO's zero-mean advantages do not reward a replayed answer so); identical successful
+  completions of a prompt are trained once for the same reason (RFT as Yuan et al. 2023,
+  arXiv 2308.01825, keeps distinct reasoning paths);
+* its learning rate is below the SFT control's: the policy's own successes are already likely
+  (near-zero loss), and Adam's normalised steps at SFT's rate move every weight as far as a
+  demonstration the policy has not learned would, breaking it within a few updates.
 
 Checkpoints follow the one rule of the gate's candidates: pass
 :func:`gymflow.train.checkpoint_choice.validation_callback` in ``callbacks`` (the lifecycle's
@@ -67,11 +81,12 @@ class RFTSettings(BaseModel):
         "found more); the loss is the mean over their completion tokens.",
     )
     learning_rate: float = Field(
-        1e-3,
+        2e-4,
         gt=0.0,
         le=1.0,
-        description="Peak learning rate (constant after warm-up); the SFT control's default, "
-        "since each step is an SFT step.",
+        description="Peak learning rate (constant after warm-up), below the SFT control's: the "
+        "policy's own successes are already likely, and at SFT's rate Adam's normalised steps "
+        "break the policy within a few updates (gymflow.train.rft's docstring).",
     )
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     drop_all_failed: bool = Field(
@@ -82,9 +97,12 @@ class RFTSettings(BaseModel):
     )
     max_resample_rounds: int = Field(2, ge=0, description="Replacement rounds per step at most.")
     task_sampling: Literal["uniform", "difficulty"] = Field(
-        "difficulty",
-        description='Which tasks a step draws, as GRPO\'s setting of the same name: "uniform" or '
-        '"difficulty" (gymflow.train.task_pool; a mix of environments draws by its weights).',
+        "uniform",
+        description='Which tasks a step draws: "uniform" (fresh tasks of the pool, as RFT reads '
+        'a dataset) or "difficulty" (GRPO\'s pool, gymflow.train.task_pool, which replays tasks '
+        "in its learnable band: RFT then imitates the same few answers again and again and can "
+        "collapse onto them; see the module docstring). A mix of environments draws by its "
+        "weights.",
     )
     task_pool: TaskPoolSettings = Field(
         default_factory=TaskPoolSettings, description='The "difficulty" pool\'s weights.'

@@ -1,12 +1,13 @@
 """The sampling side of online rejection-sampling fine-tuning (RFT): verified successes per step.
 
-Each step draws ``prompts_per_step`` tasks as GRPO draws them (:class:`~gymflow.train.task_pool.
-TaskPool` with ``task_sampling="difficulty"``; a mix of environments by its weights; otherwise the
-ids the trainer's shuffled dataset hands over), samples ``k`` episodes of each from the current
-policy through the one episode driver against each task's in-process resources server
-(:func:`gymflow.rollout.driver.run_window`, seeds from :func:`gymflow.rollout.store.plan`), and
-keeps the episodes the verifier calls successes. A prompt whose ``k`` samples all failed gives
-nothing to imitate; with ``drop_all_failed`` it is replaced by fresh prompts from the pool (up to
+Each step draws ``prompts_per_step`` tasks: the ids the trainer's shuffled dataset hands over
+(``task_sampling="uniform"``, the default), a mix of environments by its weights, or GRPO's
+:class:`~gymflow.train.task_pool.TaskPool` (``"difficulty"``). It samples ``k`` episodes of
+each from the current policy through the one episode driver against each task's in-process
+resources server (:func:`gymflow.rollout.driver.run_window`, seeds from
+:func:`gymflow.rollout.store.plan`), and keeps the episodes the verifier calls successes, each
+distinct completion of a task once. A prompt whose ``k`` samples all failed gives nothing to
+imitate; with ``drop_all_failed`` it is replaced by fresh prompts from the pool (up to
 ``max_resample_rounds`` rounds), as GRPO's dynamic sampling replaces groups that teach nothing,
 so a step trains on ``prompts_per_step`` prompts' successes when the pool has them.
 
@@ -228,12 +229,14 @@ class SuccessSampler:
         return [episodes[i : i + k] for i in range(0, len(episodes), k)]
 
     def _rows(self, episodes: list[Episode], step: int) -> list[Row]:
-        """The successes as token rows, at most ``batch_size`` (a seeded draw when more)."""
-        rows = [
-            (list(e.prompt_ids), list(e.completion_ids), list(e.env_mask))
-            for e in episodes
-            if e.score["success"] and e.has_token_view and any(e.env_mask)
-        ]
+        """The successes as token rows, each distinct completion of a task once, at most
+        ``batch_size`` (a seeded draw when more)."""
+        rows, seen = [], set()
+        for e in episodes:
+            key = (e.task.task_id, tuple(e.completion_ids))
+            if e.score["success"] and e.has_token_view and any(e.env_mask) and key not in seen:
+                seen.add(key)
+                rows.append((list(e.prompt_ids), list(e.completion_ids), list(e.env_mask)))
         if len(rows) > self.plan.batch_size:
             rng = random.Random(f"{self.plan.seed}-{step}-successes")
             rows = rng.sample(rows, self.plan.batch_size)

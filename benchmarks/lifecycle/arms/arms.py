@@ -55,15 +55,10 @@ SMOKE = {
 
 def _rft(cfg, start: str, folder: Path, pool, val, budget: float) -> dict:
     from gymflow.lifecycle.training_inputs import candidate_choice, environment_servers
-    from gymflow.train.rft import RFTSettings, run_rft
+    from gymflow.train.rft import run_rft
 
-    g = cfg.grpo
-    settings = RFTSettings(
-        prompts_per_step=g.prompts_per_step, samples_per_prompt=g.num_generations,
-        temperature=g.temperature, max_new_tokens=g.max_new_tokens, batch_size=cfg.sft.batch_size,
-        learning_rate=cfg.sft.learning_rate, task_sampling=g.task_sampling, task_pool=g.task_pool,
-        time_budget_s=budget, save_every=g.save_every, seed=cfg.seed, max_steps=100_000,
-    )  # fmt: skip
+    # the run's RFT settings, as the lifecycle's rft_control stage takes them
+    settings = cfg.rft.model_copy(update={"time_budget_s": budget, "seed": cfg.seed})
     with environment_servers(cfg) as servers:
         env, app = servers[cfg.env]
         callbacks = candidate_choice(cfg, servers, val)
