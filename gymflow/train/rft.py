@@ -41,6 +41,7 @@ step 0 included (:func:`~gymflow.train.checkpoint_choice.load_chosen`), as for t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Literal
 
@@ -125,18 +126,8 @@ class RFTSettings(BaseModel):
     seed: int = Field(0, description="Sampling, drawing and trainer seed.")
 
     def sampling_plan(self) -> SamplingPlan:
-        return SamplingPlan(
-            prompts_per_step=self.prompts_per_step,
-            samples_per_prompt=self.samples_per_prompt,
-            temperature=self.temperature,
-            max_new_tokens=self.max_new_tokens,
-            batch_size=self.batch_size,
-            drop_all_failed=self.drop_all_failed,
-            max_resample_rounds=self.max_resample_rounds,
-            task_sampling=self.task_sampling,
-            task_pool=self.task_pool,
-            seed=self.seed,
-        )
+        """The sampler's part of these settings (its fields share their names)."""
+        return SamplingPlan(**{f.name: getattr(self, f.name) for f in fields(SamplingPlan)})
 
 
 def tensor_batch(rows, pad_id: int) -> dict:

@@ -295,6 +295,7 @@ def sft_config(
         bf16=False,
         fp16=False,
         dataloader_num_workers=0,
+        seed=seed,
         disable_tqdm=True,
         **more,
     )
