@@ -34,7 +34,7 @@ def proxied_run(gym_home, prefect_engine, tmp_path_factory):
     from gymflow.lifecycle.tracking import parent_run_id
 
     dataset = json.loads((ROOT / "datasets" / "external-agent.json").read_text())
-    programs = dataset["grpo"]["agents"]["programs"]
+    programs = dataset["grpo"]["rollout"]["programs"]
     assert programs == [
         "examples/agents/langgraph_agent.py:run",
         "examples/agents/openai_agents_sdk_agent.py:run",
@@ -55,7 +55,8 @@ def proxied_run(gym_home, prefect_engine, tmp_path_factory):
                 "sft": {"max_steps": 8, "eval_every": 8},
                 "grpo": {
                     "max_steps": 2, "prompts_per_step": 2, "num_generations": 2,
-                    "validate_every": None, "agents": {**dataset["grpo"]["agents"], "programs": shimmed},
+                    "validate_every": None,
+                    "rollout": {**dataset["grpo"]["rollout"], "programs": shimmed},
                 },
                 "gate": {"general_envs": []},
             }

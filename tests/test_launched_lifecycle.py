@@ -65,5 +65,7 @@ def test_two_processes_run_every_training_stage(gym_home, prefect_engine, tmp_pa
 def test_batches_that_do_not_split_are_refused_before_any_stage():
     with pytest.raises(ValueError, match="grpo.prompts_per_step 3 does not split over"):
         LifecycleConfig.smoke().overridden({"train_processes": 2, "grpo": {"prompts_per_step": 3}})
-    with pytest.raises(ValueError, match='grpo.engine "ray" trains in one process'):
-        LifecycleConfig.smoke().overridden({"train_processes": 2, "grpo": {"engine": "ray"}})
+    with pytest.raises(ValueError, match='grpo.rollout engine "ray" trains in one process'):
+        LifecycleConfig.smoke().overridden(
+            {"train_processes": 2, "grpo": {"rollout": {"engine": "ray"}}}
+        )

@@ -86,9 +86,9 @@ def test_trainers_train_where_their_device_setting_says(tmp_path):
     assert trainer_config(GRPOSettings(), tmp_path, False).use_cpu is not GPU
     assert trainer_config(GRPOSettings(device="cpu"), tmp_path, False).use_cpu is True
     for mode in ("colocate", "server"):
-        with pytest.raises(ValueError, match="TRL's vllm modes need the GPU"):
-            GRPOSettings(vllm=mode, device="cpu")
-    assert GRPOSettings(vllm="managed", device="cpu").vllm == "managed"
+        with pytest.raises(ValueError, match='rollout engine "trl_vllm" needs the GPU'):
+            GRPOSettings(rollout={"engine": "trl_vllm", "mode": mode}, device="cpu")
+    assert GRPOSettings(rollout={"engine": "vllm"}, device="cpu").rollout.engine == "vllm"
 
 
 @pytest.mark.skipif(GPU, reason="checks the refusal on a machine without a GPU")

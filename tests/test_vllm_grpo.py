@@ -1,4 +1,4 @@
-"""GRPO with rollouts from a real vLLM engine process (``vllm: "managed"``, vLLM's CPU build).
+"""GRPO with rollouts from a real vLLM engine process (``rollout: {"engine": "vllm"}``, vLLM's CPU build).
 
 Real steps through ``run_grpo``; before every rollout batch the engine gets the trainer's
 weights (full weights, or the LoRA adapter through vLLM's runtime LoRA loading). The proof:
@@ -68,7 +68,7 @@ def run(setting, tmp_path, **kw) -> tuple[dict, dict[int, float]]:
     settings = GRPOSettings(
         max_steps=3, prompts_per_step=2, num_generations=4, max_new_tokens=12,
         learning_rate=2e-2, temperature=1.0, save_every=1000, time_budget_s=None,
-        dynamic_sampling=False, demo_loss=None, task_sampling="uniform", vllm="managed", **kw,
+        dynamic_sampling=False, demo_loss=None, task_sampling="uniform", rollout={"engine": "vllm"}, **kw,
     )  # fmt: skip
     watch, gaps, rows = Watch(), {}, []
 

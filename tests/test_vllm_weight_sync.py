@@ -31,16 +31,22 @@ def tokenizer(micro_tool_call_model):
 def test_trainer_config_turns_trl_vllm_on_only_when_asked(tmp_path):
     off = trainer_config(GRPOSettings(), tmp_path, log_to_mlflow=False)
     assert off.use_vllm is False and off.use_cpu is True
-    served = GRPOSettings(vllm="server", vllm_server_url="http://10.0.0.5:8000")
+    served = GRPOSettings(
+        rollout={"engine": "trl_vllm", "mode": "server", "server_url": "http://10.0.0.5:8000"}
+    )
     cfg = trainer_config(served, tmp_path, log_to_mlflow=False)
     assert (cfg.use_vllm, cfg.vllm_mode, cfg.vllm_server_base_url) == (
         True, "server", "http://10.0.0.5:8000",
     )  # fmt: skip
     assert cfg.use_cpu is False and cfg.vllm_importance_sampling_correction is True
-    colocated = trainer_config(GRPOSettings(vllm="colocate"), tmp_path, log_to_mlflow=False)
+    colocated = trainer_config(
+        GRPOSettings(rollout={"engine": "trl_vllm"}), tmp_path, log_to_mlflow=False
+    )
     assert colocated.vllm_mode == "colocate" and colocated.vllm_gpu_memory_utilization == 0.3
-    with pytest.raises(ValueError):
-        GRPOSettings(vllm="remote")
+    with pytest.raises(ValueError, match="does not match any of the expected tags"):
+        GRPOSettings(rollout={"engine": "remote"})
+    with pytest.raises(ValueError, match='server_url is for mode "server"'):
+        GRPOSettings(rollout={"engine": "trl_vllm", "server_url": "http://10.0.0.5:8000"})
 
 
 def test_rollouts_sample_from_the_engine_trl_just_synced(micro_tool_call_model, tokenizer):
@@ -122,7 +128,7 @@ def test_grpo_steps_with_colocated_vllm(micro_tool_call_model, tmp_path):
     batches = []
     settings = GRPOSettings(
         max_steps=2, prompts_per_step=2, num_generations=4, max_new_tokens=12, save_every=1000,
-        time_budget_s=None, dynamic_sampling=False, vllm="colocate",
+        time_budget_s=None, dynamic_sampling=False, rollout={"engine": "trl_vllm"},
     )  # fmt: skip
     source = RolloutSource(
         env, build_app(env), pool, settings, on_batch=lambda eps, *_: batches.append(eps)

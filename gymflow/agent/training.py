@@ -1,7 +1,7 @@
 """GRPO on external agents' episodes: the policy being trained, served behind the capturing proxy.
 
 :class:`ExternalRollouts` is what :class:`gymflow.train.grpo.RolloutSource` uses when a run's
-``grpo.agents`` names agent programs. On first use it starts, on loopback in this process, the
+``grpo.rollout`` with engine ``agents`` names agent programs. On first use it starts, on loopback in this process, the
 OpenAI-compatible server of :mod:`gymflow.policy.openai_server` over the trainer's current
 policy (swapped in before every batch: the trainer's own model, so the weights sampled are the
 step's), and the capturing proxy (:mod:`gymflow.agent.proxy`) in front of it, which forces the

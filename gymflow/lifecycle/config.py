@@ -130,8 +130,8 @@ class LifecycleConfig(BaseModel):
         "`accelerate launch`: gloo on CPUs, NCCL with one GPU per process; "
         "gymflow.lifecycle.launched). sft.batch_size and grpo.prompts_per_step are the global "
         "batch and must divide by it; with more than one, the control runs after GRPO for "
-        'GRPO\'s training wall time, and a mix of environments, grpo.engine "ray" and '
-        "grpo.vllm are refused.",
+        "GRPO's training wall time, and a mix of environments and every rollout engine but "
+        '"local" are refused.',
     )
     gate: GateSettings = Field(default_factory=GateSettings)
     agent_servers: list[str] | None = Field(
@@ -192,7 +192,7 @@ class LifecycleConfig(BaseModel):
             "task_data.heldout_files": self.task_data.heldout_files,
             "variants": self.variants,
             'grpo.task_sampling "difficulty"': self.grpo.task_sampling == "difficulty",
-            'grpo.engine "ray"': self.grpo.engine == "ray",
+            'grpo.rollout engine "ray"': self.grpo.rollout.engine == "ray",
         }
         for name, value in unsupported.items():
             if value:
@@ -215,8 +215,8 @@ class LifecycleConfig(BaseModel):
             return self
         one_process = {
             "envs (a mix of environments)": self.envs is not None,
-            'grpo.engine "ray"': self.grpo.engine != "local",
-            f'grpo.vllm "{self.grpo.vllm}"': self.grpo.vllm != "off",
+            f'grpo.rollout engine "{self.grpo.rollout.engine}"': self.grpo.rollout.engine
+            != "local",
         }
         for what, present in one_process.items():
             if present:
@@ -271,6 +271,10 @@ class LifecycleConfig(BaseModel):
             out = dict(base)
             for key, value in new.items():
                 nested = isinstance(value, dict) and isinstance(base.get(key), dict)
+                if nested and value.get("engine", base[key].get("engine")) != base[key].get(
+                    "engine"
+                ):  # another variant of a tagged union (grpo.rollout): its settings anew
+                    nested = False
                 out[key] = merge(base[key], value) if nested else value
             return out
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.lifecycle.config import LifecycleConfig
+from gymflow.train.rollout_engine import flat_to_nested
 
 
 def read_overrides(path: Path) -> dict[str, Any]:
@@ -139,7 +140,7 @@ def check_vllm(cfg: LifecycleConfig) -> None:
 
     uses = [f'{field} "{value}"' for field, value, on in (
         ("eval_engine", cfg.eval_engine, cfg.eval_engine == "vllm"),
-        ("grpo.vllm", cfg.grpo.vllm, cfg.grpo.vllm == "managed"),
+        ("grpo.rollout.engine", cfg.grpo.rollout.engine, cfg.grpo.rollout.engine == "vllm"),
     ) if on]  # fmt: skip
     if not uses:
         return
@@ -199,6 +200,8 @@ def migrate_saved(raw: dict) -> dict:
     raw = dict(raw)
     if "sft_control" in raw:
         raw["controls"] = ["sft"] if raw.pop("sft_control") else []
+    if isinstance(raw.get("grpo"), dict):
+        raw["grpo"] = flat_to_nested(raw["grpo"])
     gate = raw.get("gate")
     if isinstance(gate, dict) and "max_valid_json_drop" in gate:
         raw["gate"] = {**gate, "max_well_formed_drop": gate["max_valid_json_drop"]}
@@ -207,11 +210,17 @@ def migrate_saved(raw: dict) -> dict:
 
 
 def _problem(error: dict) -> str:
+    loc = error["loc"]
+    if "rollout" in loc[:-1]:  # pydantic puts the engine's tag in the path: rollout.ray.workers
+        at = loc.index("rollout") + 1
+        error = {**error, "loc": loc[:at] + loc[at + 1 :], "engine": loc[at]}
     where = ".".join(str(part) for part in error["loc"]) or "config"
     if error["type"] == "extra_forbidden" and where in RENAMED:
         return f"{where}: renamed {RENAMED[where]}; write that key instead"
     if error["type"] == "extra_forbidden" and where in REPLACED:
         return f"{where}: {REPLACED[where]}"
+    if error["type"] == "extra_forbidden" and "engine" in error:
+        return f'{where}: not a setting of rollout engine "{error["engine"]}"'
     if error["type"] == "extra_forbidden":
         return f"{where}: unknown key{_suggestion(error['loc'])}"
     if error["type"] == "value_error":  # a model validator's own sentence

@@ -135,10 +135,10 @@ def build_summary(
 
 def _episodes_by(config) -> str:
     """Who played GRPO's episodes: gymflow's agent loop, or the external agent programs."""
-    agents = config.grpo.agents
-    if agents is None:
+    engine = config.grpo.rollout
+    if engine.engine != "agents":
         return "gymflow's agent loop"
-    return "agent programs: " + ", ".join(agents.programs)
+    return "agent programs: " + ", ".join(engine.programs)
 
 
 def _format_checks(config) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Keep a gymflow-started vLLM engine serving the trainer's current weights (GRPO's rollouts).
 
-GRPO's ``vllm: "managed"`` mode (:class:`gymflow.train.grpo.GRPOSettings`) rolls out with a
+GRPO's ``"vllm"`` rollout engine (:class:`gymflow.train.grpo.GRPOSettings`) rolls out with a
 ``vllm serve`` process (:mod:`gymflow.policy.vllm_engine`) instead of the training model.
 Before every rollout batch whose optimizer step differs from the one the engine last got,
 :meth:`SyncedEngine.policy` pushes the trainer's weights into it:

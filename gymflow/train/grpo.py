@@ -192,15 +192,15 @@ def trainer_config(settings: GRPOSettings, output_dir: Path, log_to_mlflow: bool
     from trl import GRPOConfig
 
     batch = settings.prompts_per_step * settings.num_generations
-    vllm = {}
-    if settings.vllm in ("colocate", "server"):  # TRL's own engine ("managed" is ours)
+    vllm, engine = {}, settings.rollout
+    if engine.engine == "trl_vllm":  # TRL's own engine ("vllm" is gymflow's)
         vllm = {
             "use_vllm": True,
-            "vllm_mode": settings.vllm,
-            "vllm_gpu_memory_utilization": settings.vllm_gpu_memory_utilization,
+            "vllm_mode": engine.mode,
+            "vllm_gpu_memory_utilization": engine.gpu_memory_utilization,
         }
-        if settings.vllm_server_url:
-            vllm["vllm_server_base_url"] = settings.vllm_server_url
+        if engine.server_url:
+            vllm["vllm_server_base_url"] = engine.server_url
     return GRPOConfig(
         output_dir=str(output_dir),
         use_cpu=not vllm and trains_on_cpu(settings.device),

@@ -11,12 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from gymflow.agent.settings import ExternalAgentSettings
 from gymflow.policy.device import Device
 from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 from gymflow.train.demo_loss import DemoLossSettings
 from gymflow.train.lr_schedule import Schedule
 from gymflow.train.readiness import PreflightSettings
+from gymflow.train.rollout_engine import LocalEngine, RolloutEngine, moved_keys_error
 from gymflow.train.task_pool import TaskPoolSettings
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
@@ -136,19 +136,6 @@ class GRPOSettings(BaseModel):
         "alike: the first N of the val split, each environment its share; more than the "
         "split holds: all of it (None: val_eval_n, the tasks SFT's sampled check scores).",
     )
-    vllm: Literal["off", "colocate", "server", "managed"] = Field(
-        "off",
-        description="Roll out with TRL's vLLM engine (GPU, the gpu extra): in the trainer's "
-        'process ("colocate") or a `trl vllm-serve` server ("server"); TRL syncs the weights '
-        'before each rollout batch. "managed": a `vllm serve` process gymflow starts from the '
-        "vLLM environment (make setup-vllm; CPU or GPU) and syncs before each batch, full "
-        "weights or the LoRA adapter (gymflow.policy.vllm_sync). Off: the training model "
-        "generates (CPU path).",
-    )
-    vllm_server_url: str | None = Field(None, description='"server" mode: the server\'s URL.')
-    vllm_gpu_memory_utilization: float = Field(
-        0.3, gt=0.0, le=1.0, description='"colocate" mode: the GPU share vLLM may take.'
-    )
     save_every: int = Field(20, ge=1, description="Checkpoint every N steps (resume point).")
     time_budget_s: float | None = Field(
         300.0,
@@ -165,39 +152,34 @@ class GRPOSettings(BaseModel):
     )
     device: Device = Field(
         "auto",
-        description="Where GRPO trains (and, without vLLM, rolls out): auto = CUDA when torch "
-        'sees a GPU, else the CPU. vLLM needs the GPU: not "cpu" with vllm.',
+        description="Where GRPO trains (and, on the local engine, rolls out): auto = CUDA when "
+        'torch sees a GPU, else the CPU. Not "cpu" with rollout engine "trl_vllm".',
     )
     seed: int = Field(0, description="Trainer and sampling seed.")
-    engine: Literal["local", "ray"] = Field(
-        "local",
-        description='Where rollouts run: "local" (the trainer\'s process) or "ray" (Ray rollout '
-        "workers, gymflow.train.ray_rollouts: the trainer's weights are synced to them through "
-        "the object store before each step; the rows are stored here the same way). Not with "
-        "lora or vllm.",
-    )
-    ray_workers: int = Field(2, ge=1, description='"ray": rollout workers (Ray actors).')
-    ray_address: str | None = Field(
-        None, description='"ray": a running cluster (default: a local one, started and stopped).'
-    )
-    agents: ExternalAgentSettings | None = Field(
-        None,
-        description="Roll out with external agent programs (LangGraph, the OpenAI Agents SDK, "
-        "any code with an OpenAI client) instead of the episode driver: the policy being "
-        "trained is served behind gymflow's capturing proxy and each program is pointed at it "
-        '(gymflow.agent.training). Not with engine "ray" or vllm.',
+    rollout: RolloutEngine = Field(
+        default_factory=LocalEngine,
+        description='Where rollouts run, by its "engine": "local" (the trainer\'s model, in its '
+        'process), "ray" (Ray rollout workers), "vllm" (a `vllm serve` process gymflow starts and '
+        'syncs; CPU or GPU), "trl_vllm" (TRL\'s vLLM engine, GPU) or "agents" (external agent '
+        "programs through the capturing proxy); each engine's own settings beside it "
+        "(gymflow.train.rollout_engine).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_keys_moved(cls, data):
+        if isinstance(data, dict) and (moved := moved_keys_error(data)):
+            raise ValueError(moved)
+        return data
+
     @model_validator(mode="after")
-    def _ray_engine_alone(self) -> GRPOSettings:
-        if self.agents is not None and (self.engine == "ray" or self.vllm != "off"):
-            raise ValueError('agents roll out through this process: engine "local", vllm "off"')
-        if self.engine == "local" and self.ray_address:
-            raise ValueError('ray_address is for engine "ray"')
-        if self.engine == "ray" and (self.lora is not None or self.vllm != "off"):
-            raise ValueError('engine "ray" rolls out full transformers weights: no lora, no vllm')
-        if self.vllm in ("colocate", "server") and self.device == "cpu":
+    def _engine_can_train(self) -> GRPOSettings:
+        engine = self.rollout.engine
+        if engine == "ray" and self.lora is not None:
+            raise ValueError('rollout engine "ray" rolls out full weights: no lora')
+        if engine == "trl_vllm" and self.device == "cpu":
             raise ValueError(
-                'TRL\'s vllm modes need the GPU: set device "auto" or "cuda", or vllm "managed"'
+                'rollout engine "trl_vllm" needs the GPU: set device "auto" or "cuda", or '
+                'engine "vllm"'
             )
         return self

@@ -145,11 +145,11 @@ def check(job: LaunchJob, processes: int) -> None:
         from gymflow.train.grpo import GRPOSettings
 
         grpo = GRPOSettings(**settings)
-        if grpo.engine != "local" or grpo.vllm != "off":
+        if grpo.rollout.engine != "local":
             raise GymflowError(
                 FailureKind.BAD_CONFIG,
                 "several training processes roll out on the local engine: "
-                'set grpo.engine "local" and grpo.vllm "off"',
+                'set grpo.rollout {"engine": "local"}',
             )
         if not (job.env and job.tasks):
             raise GymflowError(FailureKind.BAD_CONFIG, "a GRPO launch needs env and tasks")

@@ -1,4 +1,4 @@
-"""GRPO's rollout rounds on Ray rollout workers (``grpo.engine: ray``).
+"""GRPO's rollout rounds on Ray rollout workers (``grpo.rollout: {"engine": "ray"}``).
 
 :class:`RayRollouts` is what :class:`~gymflow.train.grpo.RolloutSource` hands a round's planned
 episodes to when the settings say ``engine: "ray"``. It starts ``workers`` rollout workers
@@ -16,8 +16,8 @@ at once (as the local engine keeps every episode of a round live), and hands eac
 episode back as it ends. The source builds and stores the rows as it does for its own
 episodes: the same plan (ids, seeds), lineage, part files and Parquet schema.
 
-Not covered: LoRA (the trainer's weights are an adapter's, not a model's) and vLLM rollouts
-(TRL syncs its own engine), which the settings refuse with ``engine: "ray"``; a mix of
+Not covered: LoRA (the trainer's weights are an adapter's, not a model's), which the settings
+refuse with ``engine: "ray"`` (vLLM is another engine); a mix of
 environments (a worker holds one environment's client), which :meth:`run` refuses.
 """
 
@@ -61,7 +61,7 @@ class RayRollouts:
         if hasattr(model, "peft_config"):
             raise GymflowError(
                 FailureKind.BAD_REQUEST,
-                "grpo.engine 'ray' cannot roll out a LoRA adapter: train without lora, or use "
+                "rollout engine 'ray' cannot roll out a LoRA adapter: train without lora, or use "
                 "engine 'local'",
             )
         started = time.perf_counter()
@@ -93,7 +93,7 @@ class RayRollouts:
         if others:  # each worker holds one environment's client
             raise GymflowError(
                 FailureKind.BAD_REQUEST,
-                f"grpo.engine 'ray' runs one environment ({self.env.name}), not {others}: train "
+                f"rollout engine 'ray' runs one environment ({self.env.name}), not {others}: train "
                 "a mix of environments with engine 'local'",
             )
         if self.workers is None:

@@ -35,7 +35,7 @@ Figures a later run can be compared with, all through the product's own paths:
   ``grpo_step_preset_s``: the ``datasets/smollm2.json`` preset as it stands (shared prompts,
   its gradient checkpointing, now off, so it equals ``_after``); with ``--vllm`` also
   ``grpo_step_vllm_s``: the after configuration rolling out on the managed vLLM engine
-  (``vllm: "managed"``, weights synced every step).
+  (``rollout: {"engine": "vllm"}``, weights synced every step).
 * ``--vllm`` (the vLLM environment, ``make setup-vllm``): vLLM's CPU build on the same prompts
   and model folder, fp32, eager, at each ``--gen-batches`` size: ``vllm_bare_*`` is
   ``LLM.generate`` in a process of its own (one request per prompt, seeded; the engine's
@@ -222,13 +222,13 @@ def sft_step(
 
 def grpo_step(
     folder: Path, env, tasks, out: Path, device, suffix="",
-    checkpointing=PRESET["grpo"]["gradient_checkpointing"], share=True, vllm="off",
+    checkpointing=PRESET["grpo"]["gradient_checkpointing"], share=True, engine="local",
 ) -> dict:  # fmt: skip
     settings = GRPOSettings(
         max_steps=STEPS, prompts_per_step=2, num_generations=4, max_new_tokens=MAX_NEW_TOKENS,
         dynamic_sampling=False, save_every=10**6, time_budget_s=None, seed=0,
         gradient_checkpointing=checkpointing, share_prompts=share, device=device.type,
-        demo_loss=None, task_sampling="uniform", vllm=vllm,
+        demo_loss=None, task_sampling="uniform", rollout={"engine": engine},
     )  # fmt: skip
     from transformers import TrainerCallback
 
@@ -265,7 +265,7 @@ def before_after(folder: Path, env, tasks, scratch: Path, device, parts: set[str
             result.update(grpo_step(folder, env, tasks, out, device, suffix, checkpointing, share))
     if "vllm" in parts:  # the after configuration, rolling out on the managed vLLM engine
         out = scratch / "grpo-vllm"
-        result.update(grpo_step(folder, env, tasks, out, device, "_vllm", False, True, "managed"))
+        result.update(grpo_step(folder, env, tasks, out, device, "_vllm", False, True, "vllm"))
     for stage in [s for s in ("sft", "grpo") if f"{s}_step_before_s" in result]:
         before, after = result[f"{stage}_step_before_s"], result[f"{stage}_step_after_s"]
         result[f"{stage}_speedup"] = round(before / after, 2)

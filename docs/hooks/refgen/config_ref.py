@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -53,6 +53,8 @@ def type_name(annotation: object) -> str:
 
 
 def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "(required)"
     value = field.default_factory() if field.default_factory is not None else field.default
     if isinstance(value, BaseModel):
         return "(its fields' defaults)"
@@ -100,8 +102,40 @@ def config_fields(model: type[BaseModel] | None = None, prefix: str = "") -> lis
                 section=bool(nested),
             )
         )
+        if field.discriminator and len(nested) > 1:  # a tagged union: one section, by its tag
+            out[-1] = replace(out[-1], type=f'by "{field.discriminator}" (section)')
+            out += _variant_fields(field, nested, f"{prefix}{name}.")
+            continue
         for sub in nested:
             out += config_fields(sub, f"{prefix}{name}.")
+    return out
+
+
+def _variant_fields(
+    field: FieldInfo, variants: list[type[BaseModel]], prefix: str
+) -> list[ConfigField]:
+    """A tagged union's rows: the tag once (each value with its model's first sentence), then
+    each variant's own fields, marked with the value they belong to."""
+    tag = field.discriminator
+    default = field.default_factory() if field.default_factory else field.default
+    values = [typing.get_args(v.model_fields[tag].annotation)[0] for v in variants]
+    first = [" ".join((v.__doc__ or "").strip().split("\n\n")[0].split()) for v in variants]
+    out = [
+        ConfigField(
+            path=prefix + tag,
+            type=" | ".join(json.dumps(value) for value in values),
+            default=json.dumps(getattr(default, tag)),
+            range="",
+            description="; ".join(
+                f'"{value}": {text.rstrip(".")}' for value, text in zip(values, first)
+            ),
+            section=False,
+        )
+    ]
+    for value, variant in zip(values, variants):
+        for f in config_fields(variant, prefix):
+            if f.path != prefix + tag:
+                out.append(replace(f, description=f'With "{value}": {f.description}'))
     return out
 
 

@@ -158,7 +158,7 @@ SUMMARY_KEYS: dict[str, str] = {
     "grpo.samples": "Completions sampled.",
     "grpo.zero_variance_share": "The share of groups whose rewards were all equal.",
     "grpo.episodes_by": "Who played GRPO's episodes: gymflow's agent loop, or the agent "
-    "programs named (`grpo.agents`).",
+    "programs named (`grpo.rollout`, engine `agents`).",
     "grpo.preflight": "The RL-readiness preflight ([Will GRPO learn from this "
     "start?](../how-to/rl-readiness.md)).",
     "sft": "SFT, when it ran: `steps`, `wall_s`, `demos`, its validation `history`, "
