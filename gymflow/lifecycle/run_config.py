@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from gymflow.core.failures import FailureKind, GymflowError
 from gymflow.lifecycle.config import LifecycleConfig
-from gymflow.train.rollout_engine import flat_to_nested
+from gymflow.train.grpo_settings import nested_grpo
 
 
 def read_overrides(path: Path) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def migrate_saved(raw: dict) -> dict:
     if "sft_control" in raw:
         raw["controls"] = ["sft"] if raw.pop("sft_control") else []
     if isinstance(raw.get("grpo"), dict):
-        raw["grpo"] = flat_to_nested(raw["grpo"])
+        raw["grpo"] = nested_grpo(raw["grpo"])
     gate = raw.get("gate")
     if isinstance(gate, dict) and "max_valid_json_drop" in gate:
         raw["gate"] = {**gate, "max_well_formed_drop": gate["max_valid_json_drop"]}

@@ -1,12 +1,14 @@
 """GRPO's settings: every field of ``grpo.*`` in a run's config, each documented once.
 
 The loss variants, KL, reward scaling and LoRA are TRL's and PEFT's own; the settings only name
-them and refuse unknown values up front (TRL itself would fail only at the first loss). GSPO is
-``importance_sampling_level="sequence"`` with ``loss_type="grpo"``.
+them and refuse unknown values up front (TRL itself would fail only at the first loss). Settings
+of one concern are one section: ``loss`` (:class:`LossSettings`), ``rollout`` (the engine,
+:mod:`gymflow.train.rollout_engine`), ``lora``, ``task_pool``, ``preflight``, ``demo_loss``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -16,7 +18,12 @@ from gymflow.rollout.episode import DEFAULT_MAX_NEW_TOKENS
 from gymflow.train.demo_loss import DemoLossSettings
 from gymflow.train.lr_schedule import Schedule
 from gymflow.train.readiness import PreflightSettings
-from gymflow.train.rollout_engine import LocalEngine, RolloutEngine, moved_keys_error
+from gymflow.train.rollout_engine import (
+    LocalEngine,
+    RolloutEngine,
+    flat_to_nested,
+    moved_keys_error,
+)
 from gymflow.train.task_pool import TaskPoolSettings
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
@@ -45,6 +52,50 @@ class LoraSettings(BaseModel):
             target_modules=self.target_modules,
             task_type="CAUSAL_LM",
         )
+
+
+class LossSettings(BaseModel):
+    """GRPO's objective, as TRL computes it: the loss variant, the KL term, the advantages'
+    scaling and the clip. GSPO is ``importance_sampling_level="sequence"`` with ``type="grpo"``."""
+
+    model_config = {"extra": "forbid"}
+
+    type: LossType = Field("dapo", description="TRL loss variant (its `loss_type`).")
+    beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description='"sequence" with type "grpo" is GSPO.'
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description='Advantage scaling; Dr. GRPO uses "none".'
+    )
+    epsilon_high: float = Field(0.28, gt=0.0, description="Upper clip (DAPO clip-higher).")
+
+
+MOVED_TO_LOSS = {
+    "loss_type": "type", "beta": "beta", "importance_sampling_level": "importance_sampling_level",
+    "scale_rewards": "scale_rewards", "epsilon_high": "epsilon_high",
+}  # fmt: skip
+"""The flat ``grpo.*`` keys that ``grpo.loss`` holds now: old key -> its name there."""
+
+
+def nested_grpo(grpo: dict) -> dict:
+    """``grpo`` settings written with the flat keys of earlier versions (the rollout engine's,
+    the loss's), in today's nested ones with the same meaning (a saved run resumes)."""
+    loss = {new: grpo[old] for old, new in MOVED_TO_LOSS.items() if old in grpo}
+    out = {key: value for key, value in grpo.items() if key not in MOVED_TO_LOSS}
+    if loss:
+        out["loss"] = {**out.get("loss", {}), **loss}
+    return flat_to_nested(out)
+
+
+def _moved_keys(grpo: dict) -> str | None:
+    """What to write instead of flat keys that moved (None when there are none)."""
+    problems = [moved] if (moved := moved_keys_error(grpo)) else []
+    loss = {new: grpo[old] for old, new in MOVED_TO_LOSS.items() if old in grpo}
+    if loss:
+        old = ", ".join(key for key in MOVED_TO_LOSS if key in grpo)
+        problems.append(f'{old}: moved into grpo.loss; write "loss": {json.dumps(loss)}')
+    return "; ".join(problems) or None
 
 
 class GRPOSettings(BaseModel):
@@ -76,16 +127,10 @@ class GRPOSettings(BaseModel):
         description="Steps over which the learning rate ramps up linearly to the schedule's "
         "(gymflow.train.lr_schedule.warmup); 0: the first step trains at the peak.",
     )
-    beta: float = Field(0.0, ge=0.0, description="KL coefficient; 0 loads no reference model.")
-    loss_type: LossType = Field("dapo", description="TRL loss variant (its ``loss_type``).")
-    importance_sampling_level: Literal["token", "sequence"] = Field(
-        "token", description='"sequence" with loss_type "grpo" is GSPO.'
-    )
-    scale_rewards: Literal["group", "batch", "none"] = Field(
-        "group", description='Advantage scaling; Dr. GRPO uses "none".'
+    loss: LossSettings = Field(
+        default_factory=LossSettings, description="The objective TRL computes (its GRPO loss)."
     )
     lora: LoraSettings | None = Field(None, description="Train a LoRA adapter (PEFT) instead.")
-    epsilon_high: float = Field(0.28, gt=0.0, description="Upper clip (DAPO clip-higher).")
     temperature: float = Field(
         1.1,
         gt=0.0,
@@ -168,7 +213,7 @@ class GRPOSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _engine_keys_moved(cls, data):
-        if isinstance(data, dict) and (moved := moved_keys_error(data)):
+        if isinstance(data, dict) and (moved := _moved_keys(data)):
             raise ValueError(moved)
         return data
 

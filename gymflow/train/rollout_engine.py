@@ -139,5 +139,5 @@ def moved_keys_error(grpo: dict) -> str | None:
     try:
         rollout = json.dumps(flat_to_nested(flat_only)["rollout"])
     except ValueError as exc:
-        return f"{', '.join(flat)}: replaced by grpo.rollout ({exc})"
-    return f"{', '.join(flat)}: replaced by grpo.rollout; write \"rollout\": {rollout}"
+        return f"{', '.join(flat)}: moved into grpo.rollout ({exc})"
+    return f"{', '.join(flat)}: moved into grpo.rollout; write \"rollout\": {rollout}"

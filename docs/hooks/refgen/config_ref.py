@@ -127,12 +127,12 @@ def _variant_fields(
             default=json.dumps(getattr(default, tag)),
             range="",
             description="; ".join(
-                f'"{value}": {text.rstrip(".")}' for value, text in zip(values, first)
+                f'"{value}": {text.rstrip(".")}' for value, text in zip(values, first, strict=True)
             ),
             section=False,
         )
     ]
-    for value, variant in zip(values, variants):
+    for value, variant in zip(values, variants, strict=True):
         for f in config_fields(variant, prefix):
             if f.path != prefix + tag:
                 out.append(replace(f, description=f'With "{value}": {f.description}'))
