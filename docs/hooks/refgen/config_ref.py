@@ -17,6 +17,10 @@ _BOUNDS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<", "min_length": "length
            "max_length": "length ≤"}  # fmt: skip
 
 
+REQUIRED = "(required)"
+"""The default of a field that has none: the config must set it."""
+
+
 @dataclass(frozen=True)
 class ConfigField:
     """One field, named by its dotted path (``grpo.task_pool.failed_share``)."""
@@ -54,7 +58,7 @@ def type_name(annotation: object) -> str:
 
 def _default(field: FieldInfo) -> str:
     if field.is_required():
-        return "(required)"
+        return REQUIRED
     value = field.default_factory() if field.default_factory is not None else field.default
     if isinstance(value, BaseModel):
         return "(its fields' defaults)"
@@ -200,6 +204,8 @@ def _row(f: ConfigField) -> list[str]:
         facts = [cell(f.type), f"[its fields](#{_anchor(f.path)})"]
     elif f.section:
         facts = [cell(f.type), "its fields follow"]
+    elif f.default == REQUIRED:
+        facts = [cell(f.type), "required"]
     else:
         facts = [cell(f.type), f"default {code(f.default)}"]
     if f.range:
