@@ -1,10 +1,10 @@
 """GRPO on external agents' episodes: the policy being trained, served behind the capturing proxy.
 
 :class:`ExternalRollouts` is what :class:`gymflow.train.grpo.RolloutSource` uses when a run's
-``grpo.rollout`` with engine ``agents`` names agent programs. On first use it starts, on loopback in this process, the
-OpenAI-compatible server of :mod:`gymflow.policy.openai_server` over the trainer's current
-policy (swapped in before every batch: the trainer's own model, so the weights sampled are the
-step's), and the capturing proxy (:mod:`gymflow.agent.proxy`) in front of it, which forces the
+``grpo.rollout`` is the ``agents`` engine, naming agent programs. On first use it starts, on
+loopback in this process, the OpenAI-compatible server of :mod:`gymflow.policy.openai_server`
+over the trainer's current policy (swapped in before every batch: the trainer's own model, so
+the weights sampled are the step's), and the capturing proxy (:mod:`gymflow.agent.proxy`) in front of it, which forces the
 step's sampling (temperature, tokens per call) whatever the program asks, so the logprobs it
 records are the ones TRL's loss assumes. The programs (:mod:`gymflow.agent.external`) then run
 each planned rollout against the proxy; every rollout comes back as the driver's episode with

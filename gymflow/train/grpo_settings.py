@@ -78,10 +78,15 @@ MOVED_TO_LOSS = {
 """The flat ``grpo.*`` keys that ``grpo.loss`` holds now: old key -> its name there."""
 
 
+def _flat_loss(grpo: dict) -> dict:
+    """The flat loss keys ``grpo`` holds, under their names in ``grpo.loss``."""
+    return {new: grpo[old] for old, new in MOVED_TO_LOSS.items() if old in grpo}
+
+
 def nested_grpo(grpo: dict) -> dict:
     """``grpo`` settings written with the flat keys of earlier versions (the rollout engine's,
     the loss's), in today's nested ones with the same meaning (a saved run resumes)."""
-    loss = {new: grpo[old] for old, new in MOVED_TO_LOSS.items() if old in grpo}
+    loss = _flat_loss(grpo)
     out = {key: value for key, value in grpo.items() if key not in MOVED_TO_LOSS}
     if loss:
         out["loss"] = {**out.get("loss", {}), **loss}
@@ -91,8 +96,7 @@ def nested_grpo(grpo: dict) -> dict:
 def _moved_keys(grpo: dict) -> str | None:
     """What to write instead of flat keys that moved (None when there are none)."""
     problems = [moved] if (moved := moved_keys_error(grpo)) else []
-    loss = {new: grpo[old] for old, new in MOVED_TO_LOSS.items() if old in grpo}
-    if loss:
+    if loss := _flat_loss(grpo):
         old = ", ".join(key for key in MOVED_TO_LOSS if key in grpo)
         problems.append(f'{old}: moved into grpo.loss; write "loss": {json.dumps(loss)}')
     return "; ".join(problems) or None

@@ -177,9 +177,9 @@ def joined(outputs: list[dict]) -> tuple[dict, dict]:
         for arm in ARMS:
             row[f"{arm}_greedy"] = across_seeds(greedy[arm])
             row[f"{arm}_pass8"] = across_seeds(pass8[arm])
-            for name, values in ((f"{arm}_pass1", greedy[arm]), (f"{arm}_pass8", pass8[arm])):
-                what = "greedy pass@1" if name.endswith("1") else "sampled pass@8"
-                figures[f"{env}_{name}"] = {  # a level: its mean (the pairs carry the intervals)
+            for name, what, values in (("pass1", "greedy pass@1", greedy[arm]),
+                                       ("pass8", "sampled pass@8", pass8[arm])):  # fmt: skip
+                figures[f"{env}_{arm}_{name}"] = {  # a level: its mean (the pairs carry the CIs)
                     "value": round(statistics.fmean(values), 2), "unit": "points",
                     "note": f"{what}, mean across {len(values)} seeds",
                 }  # fmt: skip
